@@ -1,0 +1,186 @@
+// Package app is dataloader's composition root: it builds the database
+// connection (starting the embedded cluster when no DSN is configured),
+// applies migrations, wires the notifier, workers, maintenance and HTTP
+// server, runs them under one lifecycle and shuts them down in order.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/dataloader/dataloader/internal/config"
+	"github.com/dataloader/dataloader/internal/maintenance"
+	"github.com/dataloader/dataloader/internal/metrics"
+	"github.com/dataloader/dataloader/internal/notify"
+	"github.com/dataloader/dataloader/internal/pgcluster"
+	"github.com/dataloader/dataloader/internal/pipeline"
+	"github.com/dataloader/dataloader/internal/store"
+	"github.com/dataloader/dataloader/internal/web"
+	"github.com/dataloader/dataloader/internal/worker"
+)
+
+// Version is the product version, set at build time with -ldflags.
+var Version = "dev"
+
+// Options adjust an App for tests and embedding.
+type Options struct {
+	// Listener, when set, is served instead of listening on cfg.ListenAddr
+	// (tests pass 127.0.0.1:0).
+	Listener net.Listener
+	// Tasks, when set, registers extra task handlers beside the built-ins.
+	Tasks func(*worker.Registry)
+}
+
+// App is one dataloader process.
+type App struct {
+	cfg      config.Config
+	log      *slog.Logger
+	dsn      string
+	cluster  *pgcluster.Cluster
+	store    *store.Store
+	met      *metrics.Metrics
+	listener *notify.Listener
+	workers  *worker.Manager
+	web      *web.Server
+	ln       net.Listener
+}
+
+// New prepares a process: database (embedded when cfg has no DSN),
+// migrations, and every component. Nothing runs until Run.
+func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options) (a *App, err error) {
+	a = &App{cfg: cfg, log: log, dsn: cfg.DatabaseDSN}
+	defer func() {
+		if err != nil {
+			a.close(context.WithoutCancel(ctx))
+		}
+	}()
+	if a.dsn == "" {
+		a.cluster, err = pgcluster.Start(ctx, pgcluster.Options{DataDir: cfg.EmbeddedClusterDir(), Logger: log, Database: "dataloader"})
+		if err != nil {
+			return nil, fmt.Errorf("start embedded database (set DL_DB_DSN to use your own): %w", err)
+		}
+		a.dsn = a.cluster.DSN("dataloader")
+		log.Info("embedded database ready", "data_dir", cfg.EmbeddedClusterDir())
+	}
+	if err = store.Migrate(ctx, a.dsn, log); err != nil {
+		return nil, err
+	}
+	pool, err := store.Open(ctx, a.dsn, 0)
+	if err != nil {
+		return nil, err
+	}
+	a.store = store.New(pool)
+	a.met = metrics.New()
+	a.listener = notify.New(a.dsn, log, notify.ChannelJobs, notify.ChannelCancel, notify.ChannelDone)
+
+	reg := worker.NewRegistry()
+	pipeline.Register(reg)
+	if opts.Tasks != nil {
+		opts.Tasks(reg)
+	}
+	queues := make([]worker.QueueConfig, len(cfg.Workers))
+	for i, w := range cfg.Workers {
+		queues[i] = worker.QueueConfig{Name: w.Queue, Concurrency: w.Concurrency}
+	}
+	a.workers = worker.New(worker.Config{WorkerID: cfg.WorkerID, Queues: queues, Heartbeat: cfg.Heartbeat,
+		ClaimBackoff: cfg.ClaimBackoff, PollInterval: cfg.PollInterval, ShutdownGrace: cfg.ShutdownGrace,
+		Version: Version}, a.dsn, a.store, a.listener, reg, log, a.met)
+	a.web = web.New(web.Deps{Store: a.store, Listener: a.listener, Workers: a.workers, Metrics: a.met, Log: log,
+		DSN: a.dsn, Version: Version, MaxBodyBytes: cfg.MaxBodyBytes, DefaultLeaseTTL: int(cfg.DefaultLeaseTTL.Seconds())})
+
+	a.ln = opts.Listener
+	if a.ln == nil {
+		if a.ln, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
+			return nil, fmt.Errorf("DL_LISTEN_ADDR: listen on %s: %w", cfg.ListenAddr, err)
+		}
+	}
+	return a, nil
+}
+
+// Addr is the address the HTTP server listens on.
+func (a *App) Addr() net.Addr { return a.ln.Addr() }
+
+// DSN is the database the process uses (the embedded one's when no DSN was
+// configured).
+func (a *App) DSN() string { return a.dsn }
+
+// Run serves until ctx ends, then shuts down in order: readiness off, stop
+// claiming, grace for running jobs, hand back the rest, record outcomes,
+// stop HTTP, listener and maintenance, close the pool, stop the embedded
+// database. It returns nil after a clean shutdown.
+func (a *App) Run(ctx context.Context) error {
+	bg := context.WithoutCancel(ctx)
+	svcCtx, stopServices := context.WithCancel(bg)
+	defer stopServices()
+	srv := &http.Server{Handler: a.web, ReadHeaderTimeout: 10 * time.Second}
+
+	g, gctx := errgroup.WithContext(svcCtx)
+	g.Go(func() error { return a.listener.Run(gctx) })
+	reaper := &maintenance.Reaper{Store: a.store, Period: a.cfg.ReaperPeriod, Name: a.workers.WorkerID(), Log: a.log, Met: a.met}
+	g.Go(func() error { return reaper.Run(gctx) })
+	g.Go(func() error {
+		if err := srv.Serve(a.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http server: %w", err)
+		}
+		return nil
+	})
+	workCtx, stopWork := context.WithCancel(ctx)
+	defer stopWork()
+	g.Go(func() error {
+		// A failing service stops the workers too, so the process exits.
+		// Readiness turns off first, before the workers start draining.
+		select {
+		case <-gctx.Done():
+		case <-workCtx.Done():
+		}
+		a.web.SetReady(false)
+		stopWork()
+		return nil
+	})
+	a.log.Info("dataloader running", "addr", a.ln.Addr().String(), "version", Version)
+
+	werr := a.workers.Run(workCtx)
+	shutCtx, cancel := context.WithTimeout(bg, 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil {
+		a.log.Warn("http shutdown", "error", err)
+	}
+	stopServices()
+	gerr := g.Wait()
+	a.close(bg)
+	return errors.Join(werr, gerr)
+}
+
+// close releases what New acquired.
+func (a *App) close(ctx context.Context) {
+	if a.store != nil {
+		a.store.Pool().Close()
+	}
+	if a.cluster != nil {
+		if err := a.cluster.Stop(ctx); err != nil {
+			a.log.Warn("stopping embedded database", "error", err)
+		}
+	}
+}
+
+// Migrate applies migrations to the configured database (starting the
+// embedded one when no DSN is set) and returns.
+func Migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	dsn := cfg.DatabaseDSN
+	if dsn == "" {
+		cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: cfg.EmbeddedClusterDir(), Logger: log, Database: "dataloader"})
+		if err != nil {
+			return fmt.Errorf("start embedded database: %w", err)
+		}
+		defer cluster.Stop(context.WithoutCancel(ctx))
+		dsn = cluster.DSN("dataloader")
+	}
+	return store.Migrate(ctx, dsn, log)
+}

@@ -1,0 +1,216 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/dataloader/dataloader/internal/dbsqlc"
+	"github.com/dataloader/dataloader/internal/job"
+)
+
+// TriggerResult is the answer to a trigger: the job and whether this call
+// created it (false when its idempotency_key already existed).
+type TriggerResult struct {
+	JobID   uuid.UUID
+	Status  job.Status
+	Created bool
+}
+
+// Trigger enqueues a job. A duplicate idempotency_key returns the existing
+// job, also when identical requests race: ON CONFLICT DO NOTHING waits for
+// the first inserter, and the existing row is then read in a new snapshot.
+func (s *Store) Trigger(ctx context.Context, p job.TriggerParams, defaultLeaseTTL int) (TriggerResult, error) {
+	if err := p.Validate(); err != nil {
+		return TriggerResult{}, err
+	}
+	args := p.Args
+	if len(args) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	row, err := s.q.JobInsert(ctx, dbsqlc.JobInsertParams{
+		JobID:          uuid.Must(uuid.NewV7()),
+		Queue:          p.Queue,
+		Task:           p.Task,
+		Args:           args,
+		IdempotencyKey: p.IdempotencyKey,
+		LockKey:        p.LockKey,
+		PartitionKey:   p.PartitionKey,
+		Priority:       int32(deref(p.Priority, job.DefaultPriority)),
+		AvailableAt:    p.AvailableAt,
+		MaxAttempts:    int32(deref(p.MaxAttempts, job.DefaultMaxAttempts)),
+		LeaseTtlSec:    int32(deref(p.LeaseTTLSec, defaultLeaseTTL)),
+		Producer:       p.Producer,
+	})
+	if err == nil {
+		return TriggerResult{JobID: row.JobID, Status: job.Status(row.Status), Created: true}, nil
+	}
+	if err = mapErr(err); !errors.Is(err, job.ErrNotFound) || p.IdempotencyKey == nil {
+		return TriggerResult{}, fmt.Errorf("insert job: %w", err)
+	}
+	existing, err := s.q.JobGetByIdempotencyKey(ctx, p.IdempotencyKey)
+	if err != nil {
+		return TriggerResult{}, fmt.Errorf("read job by idempotency key: %w", mapErr(err))
+	}
+	return TriggerResult{JobID: existing.JobID, Status: job.Status(existing.Status)}, nil
+}
+
+// NewJob is one job of a batch insert.
+type NewJob struct {
+	Queue, Task, LockKey string
+	Args                 json.RawMessage
+	IdempotencyKey       string
+	Priority             int
+	MaxAttempts          int
+}
+
+// TriggerMany inserts a batch of jobs in one statement and returns the ids
+// of those created (jobs whose idempotency key exists are skipped).
+func (s *Store) TriggerMany(ctx context.Context, jobs []NewJob, leaseTTL int) ([]uuid.UUID, error) {
+	p := dbsqlc.JobInsertManyParams{LeaseTtlSec: int32(leaseTTL)}
+	for _, j := range jobs {
+		args := string(j.Args)
+		if args == "" {
+			args = "{}"
+		}
+		p.JobIds = append(p.JobIds, uuid.Must(uuid.NewV7()))
+		p.Queues = append(p.Queues, j.Queue)
+		p.Tasks = append(p.Tasks, j.Task)
+		p.Args = append(p.Args, args)
+		p.IdempotencyKeys = append(p.IdempotencyKeys, j.IdempotencyKey)
+		p.LockKeys = append(p.LockKeys, j.LockKey)
+		p.Priorities = append(p.Priorities, int32(nonZero(j.Priority, job.DefaultPriority)))
+		p.MaxAttempts = append(p.MaxAttempts, int32(nonZero(j.MaxAttempts, job.DefaultMaxAttempts)))
+	}
+	ids, err := s.q.JobInsertMany(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("insert %d jobs: %w", len(jobs), mapErr(err))
+	}
+	return ids, nil
+}
+
+// Get returns one job.
+func (s *Store) Get(ctx context.Context, id uuid.UUID) (job.Job, error) {
+	row, err := s.q.JobGet(ctx, id)
+	if err != nil {
+		return job.Job{}, mapErr(err)
+	}
+	return jobFromRow(row), nil
+}
+
+// Cancel requests a job's cancellation: a queued job is canceled at once, a
+// running one is flagged and its worker told. Cancelling a job that already
+// ended as canceled is a no-op; any other finished job is a conflict.
+func (s *Store) Cancel(ctx context.Context, id uuid.UUID, by string) (job.Job, error) {
+	_, err := s.q.JobCancel(ctx, dbsqlc.JobCancelParams{JobID: id, By: by})
+	if err := mapErr(err); err != nil && !errors.Is(err, job.ErrNotFound) {
+		return job.Job{}, fmt.Errorf("cancel job: %w", err)
+	}
+	j, err := s.Get(ctx, id)
+	if err != nil {
+		return job.Job{}, err
+	}
+	if j.Status.Finished() && j.Status != job.StatusCanceled {
+		return j, job.Errorf(job.CodeConflict, "job already %s", j.Status)
+	}
+	return j, nil
+}
+
+// Retry puts a failed, canceled or lost job back to queued with
+// extraAttempts more attempts (its own max_attempts when ≤ 0).
+func (s *Store) Retry(ctx context.Context, id uuid.UUID, extraAttempts int, by string) (job.Job, error) {
+	if extraAttempts <= 0 {
+		j, err := s.Get(ctx, id)
+		if err != nil {
+			return job.Job{}, err
+		}
+		extraAttempts = max(j.MaxAttempts, 1)
+	}
+	_, err := s.q.JobRetry(ctx, dbsqlc.JobRetryParams{JobID: id, ExtraAttempts: int32(extraAttempts), By: by})
+	if err := mapErr(err); err != nil {
+		if !errors.Is(err, job.ErrNotFound) {
+			return job.Job{}, fmt.Errorf("retry job: %w", err)
+		}
+		j, gerr := s.Get(ctx, id)
+		if gerr != nil {
+			return job.Job{}, gerr
+		}
+		return j, job.Errorf(job.CodeConflict, "a %s job cannot be retried (only failed, canceled or lost)", j.Status)
+	}
+	return s.Get(ctx, id)
+}
+
+// ListFilter selects jobs for List. Empty fields do not filter.
+type ListFilter struct {
+	Queue, Task, LockKey string
+	Status               job.Status
+	Before               uuid.UUID // keyset cursor: jobs older than this id
+	Limit                int
+}
+
+// List returns jobs newest first. The next page starts before the last id.
+func (s *Store) List(ctx context.Context, f ListFilter) ([]job.Job, error) {
+	p := dbsqlc.JobListParams{Max: int32(f.Limit), Queue: optional(f.Queue), Task: optional(f.Task),
+		LockKey: optional(f.LockKey), Status: optional(string(f.Status))}
+	if f.Before != uuid.Nil {
+		p.Before = &f.Before
+	}
+	rows, err := s.q.JobList(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", mapErr(err))
+	}
+	out := make([]job.Job, len(rows))
+	for i, r := range rows {
+		out[i] = jobFromRow(r)
+	}
+	return out, nil
+}
+
+// Events returns a job's journal after event id `after`, oldest first.
+func (s *Store) Events(ctx context.Context, id uuid.UUID, after int64, limit int) ([]job.Event, error) {
+	rows, err := s.q.EventListByJob(ctx, dbsqlc.EventListByJobParams{JobID: id, After: after, Max: int32(limit)})
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", mapErr(err))
+	}
+	out := make([]job.Event, len(rows))
+	for i, r := range rows {
+		out[i] = job.Event{ID: r.EventID, JobID: r.JobID, Queue: r.Queue, TS: r.Ts, Kind: r.Kind, Payload: r.Payload}
+	}
+	return out, nil
+}
+
+func jobFromRow(r dbsqlc.DlJob) job.Job {
+	return job.Job{
+		ID: r.JobID, Queue: r.Queue, Task: r.Task, Args: r.Args, IdempotencyKey: r.IdempotencyKey,
+		LockKey: r.LockKey, PartitionKey: r.PartitionKey, Priority: int(r.Priority), AvailableAt: r.AvailableAt,
+		Status: job.Status(r.Status), Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts),
+		LeaseTTLSec: int(r.LeaseTtlSec), LeaseExpiresAt: r.LeaseExpiresAt, HeartbeatAt: r.HeartbeatAt,
+		CancelRequested: r.CancelRequested, Progress: r.Progress, Error: r.Error, Producer: r.Producer,
+		CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Result: r.Result,
+		WorkerID: r.WorkerID,
+	}
+}
+
+func deref[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+func nonZero(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

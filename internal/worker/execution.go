@@ -1,0 +1,72 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/dataloader/dataloader/internal/job"
+	"github.com/dataloader/dataloader/internal/store"
+)
+
+// execution is one claimed attempt running in this process. It implements
+// job.Run for the handler.
+type execution struct {
+	claimed job.Claimed
+	queue   *queueLoop
+	task    Task
+	known   bool // a handler is registered for the task
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	started time.Time
+
+	mu            sync.Mutex
+	progress      []byte
+	progressDirty bool
+	result        []byte
+	err           error // the handler's return
+	lockLost      bool  // the advisory lock could not be re-taken after the lock session dropped
+}
+
+var _ job.Run = (*execution)(nil)
+
+func (e *execution) attempt() store.Attempt {
+	return store.Attempt{JobID: e.claimed.ID, Attempt: e.claimed.Attempt}
+}
+
+// Job implements job.Run.
+func (e *execution) Job() job.Claimed { return e.claimed }
+
+// Progress implements job.Run: the value is kept in memory and written by
+// the manager's progress flusher, and with the outcome.
+func (e *execution) Progress(p job.Progress) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return
+	}
+	e.mu.Lock()
+	e.progress, e.progressDirty = b, true
+	e.mu.Unlock()
+}
+
+// SetResult implements job.Run.
+func (e *execution) SetResult(r json.RawMessage) {
+	if !json.Valid(r) {
+		r, _ = json.Marshal(string(r))
+	}
+	e.mu.Lock()
+	e.result = append([]byte(nil), r...)
+	e.mu.Unlock()
+}
+
+// takeProgress returns the progress not yet written, if any.
+func (e *execution) takeProgress() ([]byte, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.progressDirty {
+		return nil, false
+	}
+	e.progressDirty = false
+	return e.progress, true
+}
