@@ -16,9 +16,9 @@ import (
 	"time"
 )
 
-// EnvBinDir names the environment variable that, when set, overrides where
+// envBinDir names the environment variable that, when set, overrides where
 // the PostgreSQL server binaries (pg_ctl, initdb, postgres) are looked up.
-const EnvBinDir = "DL_PG_BIN_DIR"
+const envBinDir = "DL_PG_BIN_DIR"
 
 // debianPGRoot is where Debian and Ubuntu install one bin directory per
 // PostgreSQL major version.
@@ -34,15 +34,15 @@ var requiredBinaries = []string{"pg_ctl", "initdb", "postgres"}
 // errNoBinaries is returned by FindBinDir when nothing was found.
 var errNoBinaries = errors.New("PostgreSQL server binaries (pg_ctl, initdb, postgres) not found in " +
 	debianPGRoot + "/*/bin or PATH; install them (Debian/Ubuntu: apt-get install postgresql) " +
-	"or set " + EnvBinDir + " to their directory")
+	"or set " + envBinDir + " to their directory")
 
 // FindBinDir returns the directory holding the PostgreSQL server binaries:
 // $DL_PG_BIN_DIR when set, else the newest /usr/lib/postgresql/<major>/bin
 // holding pg_ctl, initdb and postgres, else the directory of pg_ctl on PATH.
 func FindBinDir() (string, error) {
-	if dir := os.Getenv(EnvBinDir); dir != "" {
+	if dir := os.Getenv(envBinDir); dir != "" {
 		if err := checkBinDir(dir); err != nil {
-			return "", fmt.Errorf("%s=%s: %w", EnvBinDir, dir, err)
+			return "", fmt.Errorf("%s=%s: %w", envBinDir, dir, err)
 		}
 		return dir, nil
 	}
@@ -91,7 +91,7 @@ func checkBinDir(dir string) error {
 // first when they are missing and we are root.
 func ensureBinDir(ctx context.Context, logger *slog.Logger) (string, error) {
 	dir, err := FindBinDir()
-	if err == nil || os.Getenv(EnvBinDir) != "" {
+	if err == nil || os.Getenv(envBinDir) != "" {
 		return dir, err
 	}
 	if os.Geteuid() != 0 {
@@ -154,7 +154,7 @@ func matchBinDir(ctx context.Context, binDir, dataMajor, dataDir string) (string
 	if have == dataMajor {
 		return binDir, nil
 	}
-	if os.Getenv(EnvBinDir) == "" {
+	if os.Getenv(envBinDir) == "" {
 		alt := filepath.Join(debianPGRoot, dataMajor, "bin")
 		if checkBinDir(alt) == nil {
 			return alt, nil
@@ -162,7 +162,7 @@ func matchBinDir(ctx context.Context, binDir, dataMajor, dataDir string) (string
 	}
 	return "", fmt.Errorf("data directory %s was created by PostgreSQL %s but the binaries in %s are PostgreSQL %s: "+
 		"install PostgreSQL %s (Debian: postgresql-%s), point %s at its bin directory, or remove the data directory",
-		dataDir, dataMajor, binDir, have, dataMajor, dataMajor, EnvBinDir)
+		dataDir, dataMajor, binDir, have, dataMajor, dataMajor, envBinDir)
 }
 
 // tail returns at most the last n bytes of b, starting at a line boundary.

@@ -79,8 +79,8 @@ func TestCheckTraversable(t *testing.T) {
 }
 
 func TestFindBinDirOverride(t *testing.T) {
-	t.Setenv(EnvBinDir, t.TempDir())
-	if _, err := FindBinDir(); err == nil || !strings.Contains(err.Error(), EnvBinDir) {
+	t.Setenv(envBinDir, t.TempDir())
+	if _, err := FindBinDir(); err == nil || !strings.Contains(err.Error(), envBinDir) {
 		t.Errorf("FindBinDir with an empty override dir: %v", err)
 	}
 }
