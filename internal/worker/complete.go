@@ -72,6 +72,15 @@ func (m *Manager) finish(ctx context.Context, batch []*execution) {
 		}
 		fs = append(fs, m.outcome(e, cause))
 	}
+	// The locks go before the outcome is written: while the row still says
+	// running no claim takes the key's next job, and once the finish commits
+	// (and wakes other replicas) the lock is already free, so the next job
+	// never meets a stale lock and backs off out of order.
+	keys := make([]string, len(owned))
+	for i, e := range owned {
+		keys[i] = e.claimed.LockKey
+	}
+	m.locks.release(ctx, keys)
 	if len(fs) > 0 {
 		start := time.Now()
 		done, err := m.retryWrite(ctx, "finish", func(wctx context.Context) ([]store.Finished, error) {
@@ -95,7 +104,7 @@ func (m *Manager) finish(ctx context.Context, batch []*execution) {
 			m.log.Error("requeue after lost lock failed", "jobs", len(requeue), "error", err)
 		}
 	}
-	m.forget(ctx, owned)
+	m.forget(ctx, owned, false)
 }
 
 // outcome maps a handler's return and its context's cause to the write.

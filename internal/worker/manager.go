@@ -187,9 +187,14 @@ func (m *Manager) handBack(ctx context.Context) {
 	}
 	m.mu.Unlock()
 	atts := make([]store.Attempt, len(rest))
+	keys := make([]string, len(rest))
 	for i, e := range rest {
-		atts[i] = e.attempt()
+		e.cancel(job.ErrShutdown)
+		atts[i], keys[i] = e.attempt(), e.claimed.LockKey
 	}
+	// Locks first: the hand-back wakes other replicas, which must find the
+	// keys free instead of backing off on our stale locks.
+	m.locks.release(ctx, keys)
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	ids, err := m.store.Requeue(wctx, m.cfg.WorkerID, atts, 0, store.ReasonShutdown)
@@ -199,17 +204,14 @@ func (m *Manager) handBack(ctx context.Context) {
 	m.met.Shutdowns.WithLabelValues("forced").Inc()
 	m.met.HandedBack.Add(float64(len(ids)))
 	m.stats.handedBack.Add(int64(len(ids)))
-	for _, e := range rest {
-		e.cancel(job.ErrShutdown)
-	}
-	m.forget(ctx, rest)
+	m.forget(ctx, rest, false)
 	m.log.Info("handed back unfinished jobs", "jobs", len(ids))
 }
 
-// forget removes executions from the running set, releases their locks in
-// one round trip and frees their slots. Each is forgotten once, whoever
-// comes first (completer or hand-back).
-func (m *Manager) forget(ctx context.Context, es []*execution) {
+// forget removes executions from the running set and frees their slots,
+// releasing their locks in one round trip unless the caller already did.
+// Each is forgotten once, whoever comes first (completer or hand-back).
+func (m *Manager) forget(ctx context.Context, es []*execution, releaseLocks bool) {
 	keys := make([]string, 0, len(es))
 	woken := map[*queueLoop]bool{}
 	m.mu.Lock()
@@ -224,7 +226,9 @@ func (m *Manager) forget(ctx context.Context, es []*execution) {
 		m.met.Running.WithLabelValues(e.queue.name).Dec()
 	}
 	m.mu.Unlock()
-	m.locks.release(ctx, keys)
+	if releaseLocks {
+		m.locks.release(ctx, keys)
+	}
 	for q := range woken {
 		q.poke()
 	}
