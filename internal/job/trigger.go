@@ -3,6 +3,7 @@ package job
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -52,25 +53,40 @@ func (p *TriggerParams) Validate() error {
 	if p.LockKey == "" {
 		return Invalid("lock_key", "is required")
 	}
-	if len(p.LockKey) > MaxKeyLen || !utf8.ValidString(p.LockKey) {
-		return Invalid("lock_key", "must be valid UTF-8 of at most %d bytes", MaxKeyLen)
+	if err := ValidText("lock_key", p.LockKey, MaxKeyLen); err != nil {
+		return err
 	}
-	if len(p.PartitionKey) > MaxKeyLen {
-		return Invalid("partition_key", "must be at most %d bytes", MaxKeyLen)
+	if err := ValidText("partition_key", p.PartitionKey, MaxKeyLen); err != nil {
+		return err
 	}
-	if p.IdempotencyKey != nil && (*p.IdempotencyKey == "" || len(*p.IdempotencyKey) > MaxKeyLen) {
-		return Invalid("idempotency_key", "must be 1 to %d bytes when given", MaxKeyLen)
+	if p.IdempotencyKey != nil {
+		if *p.IdempotencyKey == "" {
+			return Invalid("idempotency_key", "must not be empty when given")
+		}
+		if err := ValidText("idempotency_key", *p.IdempotencyKey, MaxKeyLen); err != nil {
+			return err
+		}
+	}
+	if p.Producer != nil {
+		if err := ValidText("producer", *p.Producer, MaxKeyLen); err != nil {
+			return err
+		}
 	}
 	if len(p.Args) > MaxArgsBytes {
 		return Invalid("args", "must be at most %d bytes of JSON", MaxArgsBytes)
 	}
 	if len(bytes.TrimSpace(p.Args)) > 0 {
 		var v any
-		if err := json.Unmarshal(p.Args, &v); err != nil {
-			return Invalid("args", "must be a JSON object")
+		dec := json.NewDecoder(bytes.NewReader(p.Args))
+		dec.UseNumber()
+		if err := dec.Decode(&v); err != nil {
+			return Invalid("args", "must be valid JSON: %v", err)
 		}
 		if _, ok := v.(map[string]any); !ok {
 			return Invalid("args", "must be a JSON object")
+		}
+		if hasNUL(v) {
+			return Invalid("args", "must not contain the character U+0000")
 		}
 	}
 	if p.Priority != nil && (*p.Priority < 0 || *p.Priority > MaxPriority) {
@@ -89,8 +105,39 @@ func validName(field, v string) error {
 	if v == "" {
 		return Invalid(field, "is required")
 	}
-	if len(v) > MaxNameLen || !utf8.ValidString(v) {
-		return Invalid(field, "must be valid UTF-8 of at most %d bytes", MaxNameLen)
+	return ValidText(field, v, MaxNameLen)
+}
+
+// ValidText checks that a text value can be stored: valid UTF-8 without
+// U+0000 (which PostgreSQL text refuses), at most maxLen bytes.
+func ValidText(field, v string, maxLen int) error {
+	if len(v) > maxLen {
+		return Invalid(field, "must be at most %d bytes", maxLen)
+	}
+	if !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
+		return Invalid(field, "must be valid UTF-8 without the character U+0000")
 	}
 	return nil
+}
+
+// hasNUL reports whether a decoded JSON value holds U+0000 in any string or
+// key (PostgreSQL's jsonb refuses it).
+func hasNUL(v any) bool {
+	switch x := v.(type) {
+	case string:
+		return strings.ContainsRune(x, 0)
+	case []any:
+		for _, e := range x {
+			if hasNUL(e) {
+				return true
+			}
+		}
+	case map[string]any:
+		for k, e := range x {
+			if strings.ContainsRune(k, 0) || hasNUL(e) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -49,6 +49,11 @@ func (s *Store) Trigger(ctx context.Context, p job.TriggerParams, defaultLeaseTT
 		return TriggerResult{JobID: row.JobID, Status: job.Status(row.Status), Created: true}, nil
 	}
 	if err = mapErr(err); !errors.Is(err, job.ErrNotFound) || p.IdempotencyKey == nil {
+		if job.ErrorCode(err) == job.CodeInvalid {
+			// Text fields were validated; what PostgreSQL still refuses is
+			// in args (e.g. a lone UTF-16 surrogate escape in jsonb).
+			return TriggerResult{}, job.Invalid("args", "cannot be stored: %s", err)
+		}
 		return TriggerResult{}, fmt.Errorf("insert job: %w", err)
 	}
 	existing, err := s.q.JobGetByIdempotencyKey(ctx, p.IdempotencyKey)
@@ -153,6 +158,11 @@ type ListFilter struct {
 
 // List returns jobs newest first. The next page starts before the last id.
 func (s *Store) List(ctx context.Context, f ListFilter) ([]job.Job, error) {
+	for field, v := range map[string]string{"queue": f.Queue, "task": f.Task, "lock_key": f.LockKey} {
+		if err := job.ValidText(field, v, job.MaxKeyLen); err != nil {
+			return nil, err
+		}
+	}
 	p := dbsqlc.JobListParams{Max: int32(f.Limit), Queue: optional(f.Queue), Task: optional(f.Task),
 		LockKey: optional(f.LockKey), Status: optional(string(f.Status))}
 	if f.Before != uuid.Nil {

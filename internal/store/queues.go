@@ -59,8 +59,11 @@ func (s *Store) Queues(ctx context.Context) ([]job.QueueStats, error) {
 // SetQueuePaused pauses or resumes a queue. Paused queues are skipped by the
 // claim on every replica; resuming wakes their workers.
 func (s *Store) SetQueuePaused(ctx context.Context, queue string, paused bool, by string) error {
-	if queue == "" || len(queue) > job.MaxNameLen {
-		return job.Invalid("queue", "must be 1 to %d bytes", job.MaxNameLen)
+	if queue == "" {
+		return job.Invalid("queue", "is required")
+	}
+	if err := job.ValidText("queue", queue, job.MaxNameLen); err != nil {
+		return err
 	}
 	if _, err := s.q.QueueSetPaused(ctx, dbsqlc.QueueSetPausedParams{Queue: queue, Paused: paused, By: &by}); err != nil {
 		return fmt.Errorf("set queue %q paused=%v: %w", queue, paused, mapErr(err))

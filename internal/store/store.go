@@ -72,7 +72,7 @@ func mapErr(err error) error {
 		switch pgErr.Code {
 		case "23505":
 			return &job.Error{Code: job.CodeConflict, Message: "already exists: " + pgErr.ConstraintName}
-		case "22P02", "22007", "22008", "22023":
+		case "22P02", "22007", "22008", "22023", "22021", "22P05":
 			return &job.Error{Code: job.CodeInvalid, Message: pgErr.Message}
 		}
 	}

@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -187,7 +188,7 @@ func (s *Server) jobEvents(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	after, err := intQuery(c, "after", 0, 0, int(^uint32(0)>>1))
+	after, err := intQuery(c, "after", 0, 0, math.MaxInt64)
 	if err != nil {
 		return err
 	}

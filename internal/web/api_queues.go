@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"net/url"
 
 	"github.com/labstack/echo/v4"
 
@@ -29,7 +30,12 @@ func (s *Server) pauseQueue(c echo.Context) error  { return s.setPaused(c, true)
 func (s *Server) resumeQueue(c echo.Context) error { return s.setPaused(c, false) }
 
 func (s *Server) setPaused(c echo.Context, paused bool) error {
-	q := c.Param("queue")
+	// echo leaves escapes Go would not write itself (%2F, lower-case hex)
+	// in the raw path parameter.
+	q, err := url.PathUnescape(c.Param("queue"))
+	if err != nil {
+		return job.Invalid("queue", "must be a percent-encoded queue name")
+	}
 	if err := s.Store.SetQueuePaused(c.Request().Context(), q, paused, actor(c)); err != nil {
 		return err
 	}

@@ -89,6 +89,5 @@ func intQuery(c echo.Context, name string, def, lo, hi int) (int, error) {
 	return n, nil
 }
 
-// actor names who made a request, for the journal. Authentication comes
-// with the dashboard; until then the API records the caller as "api".
-func actor(c echo.Context) string { return "api" }
+// actor names who made a request, for the journal.
+func actor(c echo.Context) string { return principal(c).Actor() }

@@ -2,6 +2,8 @@ package web
 
 import (
 	"github.com/labstack/echo/v4"
+
+	"github.com/dataloader/dataloader/internal/auth"
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -16,15 +18,19 @@ func (s *Server) routes() {
 
 	api := s.e.Group("/api/v1")
 	api.GET("/openapi.json", s.openAPI)
-	api.POST("/jobs/trigger", s.triggerJob)
-	api.GET("/jobs", s.listJobs)
-	api.GET("/jobs/:job_id", s.getJob)
-	api.GET("/jobs/:job_id/status", s.jobStatus)
-	api.POST("/jobs/:job_id/cancel", s.cancelJob)
-	api.POST("/jobs/:job_id/retry", s.retryJob)
-	api.GET("/jobs/:job_id/events", s.jobEvents)
-	api.GET("/jobs/:job_id/wait", s.waitJob)
-	api.GET("/queues", s.listQueues)
-	api.POST("/queues/:queue/pause", s.pauseQueue)
-	api.POST("/queues/:queue/resume", s.resumeQueue)
+	view, operate := s.requireRole(auth.RoleViewer), s.requireRole(auth.RoleOperator)
+	api.GET("/jobs", s.listJobs, view)
+	api.GET("/jobs/:job_id", s.getJob, view)
+	api.GET("/jobs/:job_id/status", s.jobStatus, view)
+	api.GET("/jobs/:job_id/events", s.jobEvents, view)
+	api.GET("/jobs/:job_id/wait", s.waitJob, view)
+	api.GET("/queues", s.listQueues, view)
+	api.POST("/jobs/trigger", s.triggerJob, operate)
+	api.POST("/jobs/:job_id/cancel", s.cancelJob, operate)
+	api.POST("/jobs/:job_id/retry", s.retryJob, operate)
+	api.POST("/queues/:queue/pause", s.pauseQueue, operate)
+	api.POST("/queues/:queue/resume", s.resumeQueue, operate)
+
+	s.authRoutes()
+	s.dashboardRoutes()
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -65,6 +66,9 @@ func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
 func (s *Server) Routes() []string {
 	var out []string
 	for _, r := range s.e.Routes() {
+		if strings.HasPrefix(r.Method, "echo_") { // echo's group not-found catch-alls
+			continue
+		}
 		out = append(out, r.Method+" "+r.Path)
 	}
 	return out

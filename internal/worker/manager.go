@@ -89,6 +89,10 @@ func New(cfg Config, dsn string, st *store.Store, l *notify.Listener, reg *Regis
 		running: map[uuid.UUID]*execution{}, queues: map[string]*queueLoop{}}
 	for _, q := range cfg.Queues {
 		m.queues[q.Name] = &queueLoop{name: q.Name, concurrency: q.Concurrency, wake: make(chan struct{}, 1)}
+		// Series exist from the start, so dashboards and alerts see zeros.
+		met.Claimed.WithLabelValues(q.Name)
+		met.LockConflicts.WithLabelValues(q.Name)
+		met.Running.WithLabelValues(q.Name)
 	}
 	return m
 }

@@ -1,0 +1,9 @@
+package web_test
+
+import (
+	"testing"
+
+	"github.com/dataloader/dataloader/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
