@@ -1,0 +1,2 @@
+// dataloader dashboard script: served as a file so the Content-Security-Policy
+// needs no inline script.
