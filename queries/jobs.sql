@@ -24,7 +24,8 @@ SELECT ins.job_id, ins.status FROM ins;
 
 -- name: JobInsertMany :many
 -- Inserts a batch of jobs in one statement (one notification per queue, not
--- per row); rows whose idempotency_key exists are skipped.
+-- per row); rows whose idempotency_key exists are skipped. Empty strings
+-- stand for absent optional values (no available_at: now; no producer: NULL).
 WITH input AS (
   SELECT unnest(@job_ids::uuid[]) AS job_id,
          unnest(@queues::text[]) AS queue,
@@ -32,20 +33,31 @@ WITH input AS (
          unnest(@args::text[]) AS args,
          unnest(@idempotency_keys::text[]) AS idempotency_key,
          unnest(@lock_keys::text[]) AS lock_key,
+         unnest(@partition_keys::text[]) AS partition_key,
          unnest(@priorities::int[]) AS priority,
-         unnest(@max_attempts::int[]) AS max_attempts
+         unnest(@available_ats::text[]) AS available_at,
+         unnest(@max_attempts::int[]) AS max_attempts,
+         unnest(@lease_ttls::int[]) AS lease_ttl_sec,
+         unnest(@producers::text[]) AS producer
 ), ins AS (
-  INSERT INTO dl_jobs (job_id, queue, task, args, idempotency_key, lock_key, priority, max_attempts, lease_ttl_sec)
+  INSERT INTO dl_jobs (job_id, queue, task, args, idempotency_key, lock_key, partition_key, priority,
+                       available_at, max_attempts, lease_ttl_sec, producer)
   SELECT i.job_id, i.queue, i.task, i.args::jsonb, NULLIF(i.idempotency_key, ''), i.lock_key,
-         i.priority, i.max_attempts, @lease_ttl_sec
+         i.partition_key, i.priority, COALESCE(NULLIF(i.available_at, '')::timestamptz, now()),
+         i.max_attempts, i.lease_ttl_sec, NULLIF(i.producer, '')
   FROM input i
   ON CONFLICT (idempotency_key) DO NOTHING
-  RETURNING dl_jobs.job_id, dl_jobs.queue
+  RETURNING dl_jobs.job_id, dl_jobs.queue, dl_jobs.producer, dl_jobs.available_at
 ), ev AS (
   INSERT INTO dl_job_events (job_id, queue, kind, payload)
-  SELECT ins.job_id, ins.queue, 'queued', '{}'::jsonb FROM ins
+  SELECT ins.job_id, ins.queue, 'queued',
+         jsonb_strip_nulls(jsonb_build_object('producer', ins.producer, 'available_at', ins.available_at))
+  FROM ins
 )
 SELECT ins.job_id FROM ins;
+
+-- name: JobGetManyByIdempotencyKey :many
+SELECT job_id, idempotency_key, status FROM dl_jobs WHERE idempotency_key = ANY (@idempotency_keys::text[]);
 
 -- name: JobGet :one
 SELECT * FROM dl_jobs WHERE job_id = @job_id;

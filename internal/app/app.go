@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/dataloader/dataloader/internal/config"
+	"github.com/dataloader/dataloader/internal/journal"
 	"github.com/dataloader/dataloader/internal/maintenance"
 	"github.com/dataloader/dataloader/internal/metrics"
 	"github.com/dataloader/dataloader/internal/notify"
@@ -49,6 +50,7 @@ type App struct {
 	listener *notify.Listener
 	workers  *worker.Manager
 	web      *web.Server
+	journal  *journal.Tailer
 	ln       net.Listener
 }
 
@@ -92,7 +94,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 	a.workers = worker.New(worker.Config{WorkerID: cfg.WorkerID, Queues: queues, Heartbeat: cfg.Heartbeat,
 		ClaimBackoff: cfg.ClaimBackoff, PollInterval: cfg.PollInterval, ShutdownGrace: cfg.ShutdownGrace,
 		Version: Version}, a.dsn, a.store, a.listener, reg, log, a.met)
-	a.web = web.New(web.Deps{Store: a.store, Listener: a.listener, Workers: a.workers, Metrics: a.met, Log: log,
+	a.journal = journal.New(a.store, log)
+	a.web = web.New(web.Deps{Store: a.store, Listener: a.listener, Workers: a.workers, Journal: a.journal, Metrics: a.met, Log: log,
 		DSN: a.dsn, Version: Version, MaxBodyBytes: cfg.MaxBodyBytes, DefaultLeaseTTL: int(cfg.DefaultLeaseTTL.Seconds())})
 
 	a.ln = opts.Listener
@@ -123,6 +126,8 @@ func (a *App) Run(ctx context.Context) error {
 
 	g, gctx := errgroup.WithContext(svcCtx)
 	g.Go(func() error { return a.listener.Run(gctx) })
+	g.Go(func() error { return a.journal.Run(gctx) })
+	g.Go(func() error { return a.pokeJournal(gctx) })
 	reaper := &maintenance.Reaper{Store: a.store, Period: a.cfg.ReaperPeriod, Name: a.workers.WorkerID(), Log: a.log, Met: a.met}
 	g.Go(func() error { return reaper.Run(gctx) })
 	g.Go(func() error {
@@ -183,4 +188,22 @@ func Migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		dsn = cluster.DSN("dataloader")
 	}
 	return store.Migrate(ctx, dsn, log)
+}
+
+// pokeJournal wakes the journal tailer whenever jobs change, so exported
+// events leave within milliseconds rather than at the next poll.
+func (a *App) pokeJournal(ctx context.Context) error {
+	jobs := a.listener.Subscribe(notify.ChannelJobs, 16)
+	defer jobs.Close()
+	done := a.listener.Subscribe(notify.ChannelDone, 16)
+	defer done.Close()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-jobs.C:
+		case <-done.C:
+		}
+		a.journal.Poke()
+	}
 }

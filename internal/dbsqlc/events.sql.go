@@ -50,3 +50,56 @@ func (q *Queries) EventListByJob(ctx context.Context, arg EventListByJobParams) 
 	}
 	return items, nil
 }
+
+const eventListRange = `-- name: EventListRange :many
+SELECT event_id, job_id, queue, ts, kind, payload FROM dl_job_events
+WHERE event_id > $1 AND event_id <= $2
+ORDER BY event_id
+LIMIT $3
+`
+
+type EventListRangeParams struct {
+	After int64
+	UpTo  int64
+	Max   int32
+}
+
+// Events with @after < event_id <= @up_to in id order: the journal tailer's
+// read (primary key range scan).
+func (q *Queries) EventListRange(ctx context.Context, arg EventListRangeParams) ([]DlJobEvent, error) {
+	rows, err := q.db.Query(ctx, eventListRange, arg.After, arg.UpTo, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DlJobEvent
+	for rows.Next() {
+		var i DlJobEvent
+		if err := rows.Scan(
+			&i.EventID,
+			&i.JobID,
+			&i.Queue,
+			&i.Ts,
+			&i.Kind,
+			&i.Payload,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const eventMaxID = `-- name: EventMaxID :one
+SELECT COALESCE(max(event_id), 0)::bigint AS max_id FROM dl_job_events
+`
+
+func (q *Queries) EventMaxID(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, eventMaxID)
+	var max_id int64
+	err := row.Scan(&max_id)
+	return max_id, err
+}

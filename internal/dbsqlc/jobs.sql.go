@@ -336,6 +336,36 @@ func (q *Queries) JobGetByIdempotencyKey(ctx context.Context, idempotencyKey *st
 	return i, err
 }
 
+const jobGetManyByIdempotencyKey = `-- name: JobGetManyByIdempotencyKey :many
+SELECT job_id, idempotency_key, status FROM dl_jobs WHERE idempotency_key = ANY ($1::text[])
+`
+
+type JobGetManyByIdempotencyKeyRow struct {
+	JobID          uuid.UUID
+	IdempotencyKey *string
+	Status         string
+}
+
+func (q *Queries) JobGetManyByIdempotencyKey(ctx context.Context, idempotencyKeys []string) ([]JobGetManyByIdempotencyKeyRow, error) {
+	rows, err := q.db.Query(ctx, jobGetManyByIdempotencyKey, idempotencyKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobGetManyByIdempotencyKeyRow
+	for rows.Next() {
+		var i JobGetManyByIdempotencyKeyRow
+		if err := rows.Scan(&i.JobID, &i.IdempotencyKey, &i.Status); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const jobHeartbeatMany = `-- name: JobHeartbeatMany :many
 WITH input AS (
   SELECT unnest($1::uuid[]) AS job_id, unnest($2::int[]) AS attempt
@@ -461,18 +491,26 @@ WITH input AS (
          unnest($4::text[]) AS args,
          unnest($5::text[]) AS idempotency_key,
          unnest($6::text[]) AS lock_key,
-         unnest($7::int[]) AS priority,
-         unnest($8::int[]) AS max_attempts
+         unnest($7::text[]) AS partition_key,
+         unnest($8::int[]) AS priority,
+         unnest($9::text[]) AS available_at,
+         unnest($10::int[]) AS max_attempts,
+         unnest($11::int[]) AS lease_ttl_sec,
+         unnest($12::text[]) AS producer
 ), ins AS (
-  INSERT INTO dl_jobs (job_id, queue, task, args, idempotency_key, lock_key, priority, max_attempts, lease_ttl_sec)
+  INSERT INTO dl_jobs (job_id, queue, task, args, idempotency_key, lock_key, partition_key, priority,
+                       available_at, max_attempts, lease_ttl_sec, producer)
   SELECT i.job_id, i.queue, i.task, i.args::jsonb, NULLIF(i.idempotency_key, ''), i.lock_key,
-         i.priority, i.max_attempts, $9
+         i.partition_key, i.priority, COALESCE(NULLIF(i.available_at, '')::timestamptz, now()),
+         i.max_attempts, i.lease_ttl_sec, NULLIF(i.producer, '')
   FROM input i
   ON CONFLICT (idempotency_key) DO NOTHING
-  RETURNING dl_jobs.job_id, dl_jobs.queue
+  RETURNING dl_jobs.job_id, dl_jobs.queue, dl_jobs.producer, dl_jobs.available_at
 ), ev AS (
   INSERT INTO dl_job_events (job_id, queue, kind, payload)
-  SELECT ins.job_id, ins.queue, 'queued', '{}'::jsonb FROM ins
+  SELECT ins.job_id, ins.queue, 'queued',
+         jsonb_strip_nulls(jsonb_build_object('producer', ins.producer, 'available_at', ins.available_at))
+  FROM ins
 )
 SELECT ins.job_id FROM ins
 `
@@ -484,13 +522,17 @@ type JobInsertManyParams struct {
 	Args            []string
 	IdempotencyKeys []string
 	LockKeys        []string
+	PartitionKeys   []string
 	Priorities      []int32
+	AvailableAts    []string
 	MaxAttempts     []int32
-	LeaseTtlSec     int32
+	LeaseTtls       []int32
+	Producers       []string
 }
 
 // Inserts a batch of jobs in one statement (one notification per queue, not
-// per row); rows whose idempotency_key exists are skipped.
+// per row); rows whose idempotency_key exists are skipped. Empty strings
+// stand for absent optional values (no available_at: now; no producer: NULL).
 func (q *Queries) JobInsertMany(ctx context.Context, arg JobInsertManyParams) ([]uuid.UUID, error) {
 	rows, err := q.db.Query(ctx, jobInsertMany,
 		arg.JobIds,
@@ -499,9 +541,12 @@ func (q *Queries) JobInsertMany(ctx context.Context, arg JobInsertManyParams) ([
 		arg.Args,
 		arg.IdempotencyKeys,
 		arg.LockKeys,
+		arg.PartitionKeys,
 		arg.Priorities,
+		arg.AvailableAts,
 		arg.MaxAttempts,
-		arg.LeaseTtlSec,
+		arg.LeaseTtls,
+		arg.Producers,
 	)
 	if err != nil {
 		return nil, err

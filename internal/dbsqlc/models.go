@@ -11,6 +11,17 @@ import (
 	"github.com/google/uuid"
 )
 
+type DlApiToken struct {
+	TokenID    int64
+	Name       string
+	TokenHash  []byte
+	Role       string
+	CreatedBy  string
+	CreatedAt  time.Time
+	LastUsedAt *time.Time
+	RevokedAt  *time.Time
+}
+
 type DlJob struct {
 	JobID           uuid.UUID
 	Queue           string
@@ -53,6 +64,15 @@ type DlQueue struct {
 	Paused    bool
 	UpdatedAt time.Time
 	UpdatedBy *string
+}
+
+type DlUser struct {
+	UserID       int64
+	Name         string
+	PasswordHash string
+	Role         string
+	CreatedAt    time.Time
+	Disabled     bool
 }
 
 type DlWorker struct {

@@ -1,10 +1,12 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -63,7 +65,8 @@ func (s *Store) Trigger(ctx context.Context, p job.TriggerParams, defaultLeaseTT
 	return TriggerResult{JobID: existing.JobID, Status: job.Status(existing.Status)}, nil
 }
 
-// NewJob is one job of a batch insert.
+// NewJob is one job of a batch insert (a shorthand of job.TriggerParams for
+// bulk producers such as benchmarks).
 type NewJob struct {
 	Queue, Task, LockKey string
 	Args                 json.RawMessage
@@ -75,26 +78,106 @@ type NewJob struct {
 // TriggerMany inserts a batch of jobs in one statement and returns the ids
 // of those created (jobs whose idempotency key exists are skipped).
 func (s *Store) TriggerMany(ctx context.Context, jobs []NewJob, leaseTTL int) ([]uuid.UUID, error) {
-	p := dbsqlc.JobInsertManyParams{LeaseTtlSec: int32(leaseTTL)}
-	for _, j := range jobs {
-		args := string(j.Args)
-		if args == "" {
-			args = "{}"
+	ps := make([]job.TriggerParams, len(jobs))
+	for i, j := range jobs {
+		ps[i] = job.TriggerParams{Queue: j.Queue, Task: j.Task, LockKey: j.LockKey, Args: j.Args}
+		if j.IdempotencyKey != "" {
+			ps[i].IdempotencyKey = &j.IdempotencyKey
 		}
-		p.JobIds = append(p.JobIds, uuid.Must(uuid.NewV7()))
-		p.Queues = append(p.Queues, j.Queue)
-		p.Tasks = append(p.Tasks, j.Task)
-		p.Args = append(p.Args, args)
-		p.IdempotencyKeys = append(p.IdempotencyKeys, j.IdempotencyKey)
-		p.LockKeys = append(p.LockKeys, j.LockKey)
-		p.Priorities = append(p.Priorities, int32(nonZero(j.Priority, job.DefaultPriority)))
-		p.MaxAttempts = append(p.MaxAttempts, int32(nonZero(j.MaxAttempts, job.DefaultMaxAttempts)))
+		if j.Priority != 0 {
+			ps[i].Priority = &j.Priority
+		}
+		if j.MaxAttempts != 0 {
+			ps[i].MaxAttempts = &j.MaxAttempts
+		}
 	}
+	p := insertParams(ps, leaseTTL)
 	ids, err := s.q.JobInsertMany(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("insert %d jobs: %w", len(jobs), mapErr(err))
 	}
 	return ids, nil
+}
+
+// TriggerBatch inserts already validated triggers in one statement and
+// answers each, in order: created, or the existing job of its idempotency
+// key (also when an identical key was inserted concurrently, or twice within
+// the batch).
+func (s *Store) TriggerBatch(ctx context.Context, ps []job.TriggerParams, defaultLeaseTTL int) ([]TriggerResult, error) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	p := insertParams(ps, defaultLeaseTTL)
+	created, err := s.q.JobInsertMany(ctx, p)
+	if err != nil {
+		if job.ErrorCode(mapErr(err)) == job.CodeInvalid {
+			return nil, job.Invalid("args", "cannot be stored: %s", mapErr(err))
+		}
+		return nil, fmt.Errorf("insert %d jobs: %w", len(ps), mapErr(err))
+	}
+	isNew := make(map[uuid.UUID]bool, len(created))
+	for _, id := range created {
+		isNew[id] = true
+	}
+	out := make([]TriggerResult, len(ps))
+	var missing []string
+	for i, id := range p.JobIds {
+		if isNew[id] {
+			out[i] = TriggerResult{JobID: id, Status: job.StatusQueued, Created: true}
+			delete(isNew, id)
+		} else if k := p.IdempotencyKeys[i]; k != "" {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	rows, err := s.q.JobGetManyByIdempotencyKey(ctx, missing)
+	if err != nil {
+		return nil, fmt.Errorf("read existing jobs by idempotency key: %w", mapErr(err))
+	}
+	existing := make(map[string]TriggerResult, len(rows))
+	for _, r := range rows {
+		existing[*r.IdempotencyKey] = TriggerResult{JobID: r.JobID, Status: job.Status(r.Status)}
+	}
+	for i, id := range p.JobIds {
+		if out[i].JobID != uuid.Nil || p.IdempotencyKeys[i] == "" {
+			continue
+		}
+		r, ok := existing[p.IdempotencyKeys[i]]
+		if !ok {
+			return nil, fmt.Errorf("job %s: idempotency key %q neither inserted nor found", id, p.IdempotencyKeys[i])
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+func insertParams(ps []job.TriggerParams, defaultLeaseTTL int) dbsqlc.JobInsertManyParams {
+	var p dbsqlc.JobInsertManyParams
+	for _, t := range ps {
+		args := string(t.Args)
+		if len(bytes.TrimSpace(t.Args)) == 0 {
+			args = "{}"
+		}
+		var availableAt string
+		if t.AvailableAt != nil {
+			availableAt = t.AvailableAt.Format(time.RFC3339Nano)
+		}
+		p.JobIds = append(p.JobIds, uuid.Must(uuid.NewV7()))
+		p.Queues = append(p.Queues, t.Queue)
+		p.Tasks = append(p.Tasks, t.Task)
+		p.Args = append(p.Args, args)
+		p.IdempotencyKeys = append(p.IdempotencyKeys, deref(t.IdempotencyKey, ""))
+		p.LockKeys = append(p.LockKeys, t.LockKey)
+		p.PartitionKeys = append(p.PartitionKeys, t.PartitionKey)
+		p.Priorities = append(p.Priorities, int32(deref(t.Priority, job.DefaultPriority)))
+		p.AvailableAts = append(p.AvailableAts, availableAt)
+		p.MaxAttempts = append(p.MaxAttempts, int32(deref(t.MaxAttempts, job.DefaultMaxAttempts)))
+		p.LeaseTtls = append(p.LeaseTtls, int32(deref(t.LeaseTTLSec, defaultLeaseTTL)))
+		p.Producers = append(p.Producers, deref(t.Producer, ""))
+	}
+	return p
 }
 
 // Get returns one job.
@@ -211,16 +294,32 @@ func deref[T any](p *T, def T) T {
 	return *p
 }
 
-func nonZero(v, def int) int {
-	if v == 0 {
-		return def
-	}
-	return v
-}
-
 func optional(s string) *string {
 	if s == "" {
 		return nil
 	}
 	return &s
+}
+
+// EventsRange returns journal events with after < event_id ≤ upTo in id
+// order, at most limit of them.
+func (s *Store) EventsRange(ctx context.Context, after, upTo int64, limit int) ([]job.Event, error) {
+	rows, err := s.q.EventListRange(ctx, dbsqlc.EventListRangeParams{After: after, UpTo: upTo, Max: int32(limit)})
+	if err != nil {
+		return nil, fmt.Errorf("read journal: %w", mapErr(err))
+	}
+	out := make([]job.Event, len(rows))
+	for i, r := range rows {
+		out[i] = job.Event{ID: r.EventID, JobID: r.JobID, Queue: r.Queue, TS: r.Ts, Kind: r.Kind, Payload: r.Payload}
+	}
+	return out, nil
+}
+
+// LastEventID returns the highest event id in the journal (0 when empty).
+func (s *Store) LastEventID(ctx context.Context) (int64, error) {
+	id, err := s.q.EventMaxID(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("last event id: %w", mapErr(err))
+	}
+	return id, nil
 }

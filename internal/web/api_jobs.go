@@ -32,6 +32,21 @@ type triggerRequest struct {
 	Producer       *string         `json:"producer"`
 }
 
+// params turns the request into trigger parameters (not yet validated).
+func (req triggerRequest) params() (job.TriggerParams, error) {
+	p := job.TriggerParams{Queue: req.Queue, Task: req.Task, Args: req.Args, IdempotencyKey: req.IdempotencyKey,
+		LockKey: req.LockKey, PartitionKey: req.PartitionKey, Priority: req.Priority, MaxAttempts: req.MaxAttempts,
+		LeaseTTLSec: req.LeaseTTLSec, Producer: req.Producer}
+	if req.AvailableAt != nil {
+		t, err := time.Parse(time.RFC3339Nano, *req.AvailableAt)
+		if err != nil {
+			return p, job.Invalid("available_at", "must be an RFC 3339 timestamp, e.g. 2026-01-02T15:04:05Z")
+		}
+		p.AvailableAt = &t
+	}
+	return p, nil
+}
+
 type triggerResponse struct {
 	JobID   uuid.UUID  `json:"job_id"`
 	Status  job.Status `json:"status"`
@@ -64,15 +79,9 @@ func (s *Server) triggerJob(c echo.Context) error {
 	if err := s.bindJSON(c, &req); err != nil {
 		return err
 	}
-	p := job.TriggerParams{Queue: req.Queue, Task: req.Task, Args: req.Args, IdempotencyKey: req.IdempotencyKey,
-		LockKey: req.LockKey, PartitionKey: req.PartitionKey, Priority: req.Priority, MaxAttempts: req.MaxAttempts,
-		LeaseTTLSec: req.LeaseTTLSec, Producer: req.Producer}
-	if req.AvailableAt != nil {
-		t, err := time.Parse(time.RFC3339Nano, *req.AvailableAt)
-		if err != nil {
-			return job.Invalid("available_at", "must be an RFC 3339 timestamp, e.g. 2026-01-02T15:04:05Z")
-		}
-		p.AvailableAt = &t
+	p, err := req.params()
+	if err != nil {
+		return err
 	}
 	res, err := s.Store.Trigger(c.Request().Context(), p, s.DefaultLeaseTTL)
 	if err != nil {

@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/dataloader/dataloader/internal/journal"
 	"github.com/dataloader/dataloader/internal/metrics"
 	"github.com/dataloader/dataloader/internal/notify"
 	"github.com/dataloader/dataloader/internal/store"
@@ -24,12 +26,14 @@ type Deps struct {
 	Store           *store.Store
 	Listener        *notify.Listener // may be nil in tests that do not wait
 	Workers         *worker.Manager  // may be nil on an API-only replica
+	Journal         *journal.Tailer  // follows the event journal for the export stream; may be nil
 	Metrics         *metrics.Metrics
 	Log             *slog.Logger
 	DSN             string // for migration status
 	Version         string
 	MaxBodyBytes    int64
-	DefaultLeaseTTL int // seconds
+	DefaultLeaseTTL int        // seconds
+	Auth            AuthConfig // sessions and cookies; the zero value suits tests
 }
 
 // Server is the HTTP application.
@@ -37,6 +41,11 @@ type Server struct {
 	Deps
 	e     *echo.Echo
 	ready atomic.Bool
+	auth  *authState
+	// draining is closed when the process starts shutting down: streams
+	// (imports, SSE) end cleanly instead of holding up the shutdown.
+	draining  chan struct{}
+	drainOnce sync.Once
 }
 
 // New builds the server with every route registered.
@@ -47,7 +56,7 @@ func New(d Deps) *Server {
 	if d.DefaultLeaseTTL <= 0 {
 		d.DefaultLeaseTTL = 60
 	}
-	s := &Server{Deps: d, e: echo.New()}
+	s := &Server{Deps: d, e: echo.New(), draining: make(chan struct{})}
 	s.e.HideBanner, s.e.HidePort = true, true
 	s.e.HTTPErrorHandler = s.handleError
 	s.ready.Store(true)
@@ -60,7 +69,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.e.ServeHT
 
 // SetReady flips readiness: a server that is not ready answers /health with
 // 503 and refuses new jobs with 503 and Retry-After.
-func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+// Once not ready, streams are told to end.
+func (s *Server) SetReady(ready bool) {
+	s.ready.Store(ready)
+	if !ready {
+		s.drainOnce.Do(func() { close(s.draining) })
+	}
+}
+
+// Draining is closed when the server stopped taking work; long-lived
+// streams watch it to end cleanly.
+func (s *Server) Draining() <-chan struct{} { return s.draining }
 
 // Routes lists "METHOD path" of every registered route, for the OpenAPI test.
 func (s *Server) Routes() []string {
