@@ -1,8 +1,9 @@
 -- name: WorkerUpsert :exec
-INSERT INTO dl_workers (worker_id, host, pid, version, queues, running, draining)
-VALUES (@worker_id, @host, @pid, @version, @queues, @running, @draining)
+INSERT INTO dl_workers (worker_id, host, pid, version, queues, running, draining, drain_deadline)
+VALUES (@worker_id, @host, @pid, @version, @queues, @running, @draining, sqlc.narg(drain_deadline))
 ON CONFLICT (worker_id) DO UPDATE
-SET queues = EXCLUDED.queues, running = EXCLUDED.running, draining = EXCLUDED.draining, heartbeat_at = now();
+SET queues = EXCLUDED.queues, running = EXCLUDED.running, draining = EXCLUDED.draining,
+    drain_deadline = EXCLUDED.drain_deadline, heartbeat_at = now();
 
 -- name: WorkerDelete :exec
 DELETE FROM dl_workers WHERE worker_id = @worker_id;

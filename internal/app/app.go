@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/dataloader/dataloader/internal/config"
@@ -81,6 +82,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 	a.store = store.New(pool)
 	a.met = metrics.New()
 	a.listener = notify.New(a.dsn, log, notify.ChannelJobs, notify.ChannelCancel, notify.ChannelDone)
+	a.met.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dataloader_listener_connected",
+			Help: "1 while the LISTEN connection is up, 0 while it reconnects (workers poll meanwhile)."},
+			func() float64 { return boolFloat(a.listener.State().Connected) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "dataloader_listener_reconnects_total",
+			Help: "Times the LISTEN connection was re-established."},
+			func() float64 { return float64(a.listener.State().Reconnects) }))
 
 	reg := worker.NewRegistry()
 	pipeline.Register(reg)
@@ -206,4 +214,11 @@ func (a *App) pokeJournal(ctx context.Context) error {
 		}
 		a.journal.Poke()
 	}
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

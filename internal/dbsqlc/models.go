@@ -76,13 +76,14 @@ type DlUser struct {
 }
 
 type DlWorker struct {
-	WorkerID    string
-	Host        string
-	Pid         int32
-	Version     string
-	Queues      json.RawMessage
-	Running     int32
-	Draining    bool
-	StartedAt   time.Time
-	HeartbeatAt time.Time
+	WorkerID      string
+	Host          string
+	Pid           int32
+	Version       string
+	Queues        json.RawMessage
+	Running       int32
+	Draining      bool
+	StartedAt     time.Time
+	HeartbeatAt   time.Time
+	DrainDeadline *time.Time
 }

@@ -8,6 +8,7 @@ package dbsqlc
 import (
 	"context"
 	"encoding/json"
+	"time"
 )
 
 const workerDelete = `-- name: WorkerDelete :exec
@@ -29,7 +30,7 @@ func (q *Queries) WorkerDeleteStale(ctx context.Context, staleSec float64) error
 }
 
 const workerList = `-- name: WorkerList :many
-SELECT worker_id, host, pid, version, queues, running, draining, started_at, heartbeat_at FROM dl_workers WHERE heartbeat_at > now() - make_interval(secs => $1::float8) ORDER BY worker_id
+SELECT worker_id, host, pid, version, queues, running, draining, started_at, heartbeat_at, drain_deadline FROM dl_workers WHERE heartbeat_at > now() - make_interval(secs => $1::float8) ORDER BY worker_id
 `
 
 // Workers seen within @stale_sec seconds.
@@ -52,6 +53,7 @@ func (q *Queries) WorkerList(ctx context.Context, staleSec float64) ([]DlWorker,
 			&i.Draining,
 			&i.StartedAt,
 			&i.HeartbeatAt,
+			&i.DrainDeadline,
 		); err != nil {
 			return nil, err
 		}
@@ -64,20 +66,22 @@ func (q *Queries) WorkerList(ctx context.Context, staleSec float64) ([]DlWorker,
 }
 
 const workerUpsert = `-- name: WorkerUpsert :exec
-INSERT INTO dl_workers (worker_id, host, pid, version, queues, running, draining)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+INSERT INTO dl_workers (worker_id, host, pid, version, queues, running, draining, drain_deadline)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (worker_id) DO UPDATE
-SET queues = EXCLUDED.queues, running = EXCLUDED.running, draining = EXCLUDED.draining, heartbeat_at = now()
+SET queues = EXCLUDED.queues, running = EXCLUDED.running, draining = EXCLUDED.draining,
+    drain_deadline = EXCLUDED.drain_deadline, heartbeat_at = now()
 `
 
 type WorkerUpsertParams struct {
-	WorkerID string
-	Host     string
-	Pid      int32
-	Version  string
-	Queues   json.RawMessage
-	Running  int32
-	Draining bool
+	WorkerID      string
+	Host          string
+	Pid           int32
+	Version       string
+	Queues        json.RawMessage
+	Running       int32
+	Draining      bool
+	DrainDeadline *time.Time
 }
 
 func (q *Queries) WorkerUpsert(ctx context.Context, arg WorkerUpsertParams) error {
@@ -89,6 +93,7 @@ func (q *Queries) WorkerUpsert(ctx context.Context, arg WorkerUpsertParams) erro
 		arg.Queues,
 		arg.Running,
 		arg.Draining,
+		arg.DrainDeadline,
 	)
 	return err
 }

@@ -80,6 +80,7 @@ type WorkerInfo struct {
 	Queues      json.RawMessage `json:"queues"`
 	Running     int             `json:"running"`
 	Draining    bool            `json:"draining"`
+	DrainUntil  *time.Time      `json:"drain_deadline,omitempty"`
 	StartedAt   time.Time       `json:"started_at"`
 	HeartbeatAt time.Time       `json:"heartbeat_at"`
 }
@@ -87,7 +88,7 @@ type WorkerInfo struct {
 // UpsertWorker records that a worker process is alive.
 func (s *Store) UpsertWorker(ctx context.Context, w WorkerInfo) error {
 	err := s.q.WorkerUpsert(ctx, dbsqlc.WorkerUpsertParams{WorkerID: w.WorkerID, Host: w.Host, Pid: int32(w.PID),
-		Version: w.Version, Queues: w.Queues, Running: int32(w.Running), Draining: w.Draining})
+		Version: w.Version, Queues: w.Queues, Running: int32(w.Running), Draining: w.Draining, DrainDeadline: w.DrainUntil})
 	if err != nil {
 		return fmt.Errorf("upsert worker: %w", mapErr(err))
 	}
@@ -111,7 +112,7 @@ func (s *Store) Workers(ctx context.Context, staleAfter time.Duration) ([]Worker
 	out := make([]WorkerInfo, len(rows))
 	for i, r := range rows {
 		out[i] = WorkerInfo{WorkerID: r.WorkerID, Host: r.Host, PID: int(r.Pid), Version: r.Version, Queues: r.Queues,
-			Running: int(r.Running), Draining: r.Draining, StartedAt: r.StartedAt, HeartbeatAt: r.HeartbeatAt}
+			Running: int(r.Running), Draining: r.Draining, DrainUntil: r.DrainDeadline, StartedAt: r.StartedAt, HeartbeatAt: r.HeartbeatAt}
 	}
 	return out, nil
 }

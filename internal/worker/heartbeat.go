@@ -100,8 +100,12 @@ func (m *Manager) registerWorker(ctx context.Context) {
 		queues = append(queues, map[string]any{"queue": q.Name, "concurrency": q.Concurrency})
 	}
 	qs, _ := json.Marshal(queues)
+	var until *time.Time
+	if d := m.drainDeadline.Load(); d != nil {
+		until = d
+	}
 	err := m.store.UpsertWorker(ctx, store.WorkerInfo{WorkerID: m.cfg.WorkerID, Host: host, PID: os.Getpid(),
-		Version: m.cfg.Version, Queues: qs, Running: m.Running(), Draining: m.Draining()})
+		Version: m.cfg.Version, Queues: qs, Running: m.Running(), Draining: m.Draining(), DrainUntil: until})
 	if err != nil && ctx.Err() == nil {
 		m.log.Warn("worker registry update failed", "error", err)
 	}

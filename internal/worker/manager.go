@@ -74,11 +74,12 @@ type Manager struct {
 	stop  chan struct{}   // closed when the completer may exit
 	beat  chan struct{}   // asks the heartbeater for an immediate tick
 
-	mu       sync.Mutex
-	running  map[uuid.UUID]*execution
-	queues   map[string]*queueLoop
-	draining atomic.Bool
-	stats    struct{ finished, handedBack atomic.Int64 }
+	mu            sync.Mutex
+	running       map[uuid.UUID]*execution
+	queues        map[string]*queueLoop
+	draining      atomic.Bool
+	drainDeadline atomic.Pointer[time.Time]
+	stats         struct{ finished, handedBack atomic.Int64 }
 }
 
 // New builds a Manager. dsn is used for the dedicated lock session.
@@ -149,7 +150,10 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.log.Info("workers started", "worker_id", m.cfg.WorkerID, "queues", len(m.queues))
 
 	<-ctx.Done()
+	deadline := time.Now().Add(m.cfg.ShutdownGrace)
+	m.drainDeadline.Store(&deadline)
 	m.draining.Store(true)
+	m.registerWorker(bg) // the workers page shows the drain and its countdown at once
 	loopWG.Wait()
 	m.drain(bg)
 	close(m.stop)
