@@ -20,7 +20,7 @@ func runContinuous(ctx context.Context, b *bench) error {
 	if err != nil {
 		return err
 	}
-	st, err := b.open(ctx, dsn, b.o.pool)
+	st, err := b.openWorker(ctx, dsn, b.o.pool)
 	if err != nil {
 		return err
 	}

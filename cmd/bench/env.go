@@ -153,6 +153,16 @@ func (b *bench) dsnFor(db string) string {
 	return dsn
 }
 
+// openWorker returns a Store over a worker pool, as the product's workers
+// use, of at most maxConns (0: default).
+func (b *bench) openWorker(ctx context.Context, dsn string, maxConns int) (*store.Store, error) {
+	pool, err := store.OpenWorkerPool(ctx, dsn, int32(maxConns))
+	if err != nil {
+		return nil, err
+	}
+	return store.New(pool), nil
+}
+
 // open returns a Store over a new pool of at most maxConns (0: default).
 func (b *bench) open(ctx context.Context, dsn string, maxConns int) (*store.Store, error) {
 	pool, err := store.Open(ctx, dsn, int32(maxConns))

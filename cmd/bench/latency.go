@@ -72,7 +72,7 @@ func runLatency(ctx context.Context, b *bench) error {
 	if err != nil {
 		return err
 	}
-	st, err := b.open(ctx, dsn, b.o.pool)
+	st, err := b.openWorker(ctx, dsn, b.o.pool)
 	if err != nil {
 		return err
 	}

@@ -8,14 +8,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/dataloader/dataloader/internal/auth"
 	"github.com/dataloader/dataloader/internal/config"
 	"github.com/dataloader/dataloader/internal/journal"
 	"github.com/dataloader/dataloader/internal/maintenance"
@@ -38,21 +42,27 @@ type Options struct {
 	Listener net.Listener
 	// Tasks, when set, registers extra task handlers beside the built-ins.
 	Tasks func(*worker.Registry)
+	// Stderr receives the generated first-admin credentials (default
+	// os.Stderr).
+	Stderr io.Writer
 }
 
 // App is one dataloader process.
 type App struct {
-	cfg      config.Config
-	log      *slog.Logger
-	dsn      string
-	cluster  *pgcluster.Cluster
-	store    *store.Store
-	met      *metrics.Metrics
-	listener *notify.Listener
-	workers  *worker.Manager
-	web      *web.Server
-	journal  *journal.Tailer
-	ln       net.Listener
+	cfg     config.Config
+	log     *slog.Logger
+	dsn     string
+	cluster *pgcluster.Cluster
+	store   *store.Store
+	// workerPool serves the workers' and the reaper's statements (see
+	// store.OpenWorkerPool).
+	workerPool *pgxpool.Pool
+	met        *metrics.Metrics
+	listener   *notify.Listener
+	workers    *worker.Manager
+	web        *web.Server
+	journal    *journal.Tailer
+	ln         net.Listener
 }
 
 // New prepares a process: database (embedded when cfg has no DSN),
@@ -80,6 +90,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 		return nil, err
 	}
 	a.store = store.New(pool)
+	if a.workerPool, err = store.OpenWorkerPool(ctx, a.dsn, 8); err != nil {
+		return nil, err
+	}
+	workStore := store.New(a.workerPool)
+	authCfg, err := a.authConfig(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
 	a.met = metrics.New()
 	a.listener = notify.New(a.dsn, log, notify.ChannelJobs, notify.ChannelCancel, notify.ChannelDone)
 	a.met.Registry.MustRegister(
@@ -101,10 +119,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 	}
 	a.workers = worker.New(worker.Config{WorkerID: cfg.WorkerID, Queues: queues, Heartbeat: cfg.Heartbeat,
 		ClaimBackoff: cfg.ClaimBackoff, PollInterval: cfg.PollInterval, ShutdownGrace: cfg.ShutdownGrace,
-		Version: Version}, a.dsn, a.store, a.listener, reg, log, a.met)
+		Version: Version}, a.dsn, workStore, a.listener, reg, log, a.met)
 	a.journal = journal.New(a.store, log)
 	a.web = web.New(web.Deps{Store: a.store, Listener: a.listener, Workers: a.workers, Journal: a.journal, Metrics: a.met, Log: log,
-		DSN: a.dsn, Version: Version, MaxBodyBytes: cfg.MaxBodyBytes, DefaultLeaseTTL: int(cfg.DefaultLeaseTTL.Seconds())})
+		DSN: a.dsn, Version: Version, MaxBodyBytes: cfg.MaxBodyBytes, DefaultLeaseTTL: int(cfg.DefaultLeaseTTL.Seconds()),
+		Auth: authCfg})
 
 	a.ln = opts.Listener
 	if a.ln == nil {
@@ -136,7 +155,7 @@ func (a *App) Run(ctx context.Context) error {
 	g.Go(func() error { return a.listener.Run(gctx) })
 	g.Go(func() error { return a.journal.Run(gctx) })
 	g.Go(func() error { return a.pokeJournal(gctx) })
-	reaper := &maintenance.Reaper{Store: a.store, Period: a.cfg.ReaperPeriod, Name: a.workers.WorkerID(), Log: a.log, Met: a.met}
+	reaper := &maintenance.Reaper{Store: store.New(a.workerPool), Period: a.cfg.ReaperPeriod, Name: a.workers.WorkerID(), Log: a.log, Met: a.met}
 	g.Go(func() error { return reaper.Run(gctx) })
 	g.Go(func() error {
 		if err := srv.Serve(a.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -173,6 +192,9 @@ func (a *App) Run(ctx context.Context) error {
 
 // close releases what New acquired.
 func (a *App) close(ctx context.Context) {
+	if a.workerPool != nil {
+		a.workerPool.Close()
+	}
 	if a.store != nil {
 		a.store.Pool().Close()
 	}
@@ -221,4 +243,56 @@ func boolFloat(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// authConfig resolves the session keys (DL_SESSION_KEYS, else the key kept
+// in <DL_DATA_DIR>/session.key) and makes sure an admin exists.
+func (a *App) authConfig(ctx context.Context, opts Options) (web.AuthConfig, error) {
+	cfg := a.cfg
+	keys := cfg.SessionKeys
+	if len(keys) == 0 {
+		key, created, err := auth.LoadOrCreateKeyFile(cfg.SessionKeyFile())
+		if err != nil {
+			return web.AuthConfig{}, fmt.Errorf("DL_SESSION_KEYS is not set and %w", err)
+		}
+		if created {
+			a.log.Info("DL_SESSION_KEYS not set: generated a session key and saved it; set DL_SESSION_KEYS on every replica to share sessions",
+				"path", cfg.SessionKeyFile())
+		}
+		keys = [][]byte{key}
+	}
+	stderr := opts.Stderr
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	if err := auth.Bootstrap(ctx, a.store, cfg.AdminUser, cfg.AdminPassword, stderr, a.log); err != nil {
+		return web.AuthConfig{}, err
+	}
+	return web.AuthConfig{SessionKeys: keys, CookieSecure: cfg.CookieSecure, SessionTTL: cfg.SessionTTL,
+		TrustedProxies: cfg.TrustedProxies}, nil
+}
+
+// Accounts runs the `user` and `token` subcommands (args start with "user"
+// or "token") against the configured database, starting the embedded one
+// when no DSN is set (or sharing it with a running server).
+func Accounts(ctx context.Context, cfg config.Config, log *slog.Logger, args []string, cio auth.CommandIO) error {
+	dsn := cfg.DatabaseDSN
+	if dsn == "" {
+		cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: cfg.EmbeddedClusterDir(), Logger: log, Database: "dataloader"})
+		if err != nil {
+			return fmt.Errorf("start embedded database: %w", err)
+		}
+		defer cluster.Stop(context.WithoutCancel(ctx))
+		dsn = cluster.DSN("dataloader")
+	}
+	if err := store.Migrate(ctx, dsn, log); err != nil {
+		return err
+	}
+	pool, err := store.Open(ctx, dsn, 2)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	cio.Password = cfg.AdminPassword
+	return auth.Command(ctx, store.New(pool), args, cio)
 }

@@ -56,7 +56,11 @@ func (q *Queries) JobCancel(ctx context.Context, arg JobCancelParams) (JobCancel
 const jobClaim = `-- name: JobClaim :many
 WITH candidates AS (
   SELECT c.job_id FROM dl_jobs c
-  WHERE c.queue = $1 AND c.status = 'queued' AND c.available_at <= now()
+  -- "IS TRUE" keeps the planner from using available_at as an index
+  -- condition: on a table without statistics (fresh, or after a bulk load)
+  -- it would pick the seed's (queue, available_at) index and sort the whole
+  -- backlog instead of walking ix_dl_jobs_claim_order and stopping early.
+  WHERE c.queue = $1 AND c.status = 'queued' AND (c.available_at <= now()) IS TRUE
     AND NOT EXISTS (SELECT 1 FROM dl_queues q WHERE q.queue = $1 AND q.paused)
     AND NOT EXISTS (SELECT 1 FROM dl_jobs r WHERE r.lock_key = c.lock_key AND r.status = 'running')
     AND NOT EXISTS (
@@ -71,7 +75,9 @@ WITH candidates AS (
   SET status = 'running', attempt = j.attempt + 1, started_at = COALESCE(j.started_at, now()),
       heartbeat_at = now(), lease_expires_at = now() + make_interval(secs => j.lease_ttl_sec),
       worker_id = $3::text
-  WHERE j.job_id = ANY (ARRAY(SELECT candidates.job_id FROM candidates)) AND j.status = 'queued'
+  -- The candidates are locked by this statement: no status recheck needed,
+  -- and without one the update is a plain primary-key lookup on any plan.
+  WHERE j.job_id = ANY (ARRAY(SELECT candidates.job_id FROM candidates))
   RETURNING j.job_id, j.queue, j.task, j.args, j.lock_key, j.attempt, j.max_attempts,
             j.lease_ttl_sec, j.progress, j.created_at, j.available_at
 ), ev AS (
@@ -461,6 +467,9 @@ type JobInsertRow struct {
 // journal rows (dl_job_events) set-wise, so a transition and its event commit
 // together. Writes by a worker are fenced on (attempt, worker_id): a worker
 // whose job was reaped or taken over cannot overwrite the new attempt.
+// Many-row writes of one process never touch the same rows at once (the
+// worker keeps their sets disjoint) and take ids sorted, so they cannot
+// deadlock each other.
 // Inserts a job unless its idempotency_key exists; returns nothing on a
 // duplicate (the caller then reads the existing job).
 func (q *Queries) JobInsert(ctx context.Context, arg JobInsertParams) (JobInsertRow, error) {

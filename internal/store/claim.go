@@ -1,9 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -99,6 +101,8 @@ func (s *Store) SaveProgress(ctx context.Context, worker string, ups []ProgressU
 		return nil
 	}
 	p := dbsqlc.JobProgressManyParams{WorkerID: worker}
+	ups = slices.Clone(ups)
+	slices.SortFunc(ups, func(a, b ProgressUpdate) int { return bytes.Compare(a.JobID[:], b.JobID[:]) })
 	for _, u := range ups {
 		p.JobIds = append(p.JobIds, u.JobID)
 		p.Attempts = append(p.Attempts, int32(u.Attempt.Attempt))
@@ -146,6 +150,8 @@ func (s *Store) FinishMany(ctx context.Context, worker string, fs []Finish) ([]F
 		return nil, nil
 	}
 	p := dbsqlc.JobFinishManyParams{WorkerID: worker}
+	fs = slices.Clone(fs)
+	slices.SortFunc(fs, func(a, b Finish) int { return bytes.Compare(a.JobID[:], b.JobID[:]) })
 	for _, f := range fs {
 		p.JobIds = append(p.JobIds, f.JobID)
 		p.Attempts = append(p.Attempts, int32(f.Attempt.Attempt))
@@ -200,7 +206,11 @@ func (s *Store) NextAvailable(ctx context.Context, queue string) (time.Time, boo
 	return t, true, nil
 }
 
+// splitAttempts returns the attempts' ids and numbers, sorted by id so that
+// many-row writes lock rows in one order.
 func splitAttempts(as []Attempt) ([]uuid.UUID, []int32) {
+	as = slices.Clone(as)
+	slices.SortFunc(as, func(a, b Attempt) int { return bytes.Compare(a.JobID[:], b.JobID[:]) })
 	ids := make([]uuid.UUID, len(as))
 	atts := make([]int32, len(as))
 	for i, a := range as {

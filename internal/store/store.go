@@ -31,6 +31,20 @@ func New(pool *pgxpool.Pool) *Store {
 
 // Open connects a pool to dsn. maxConns ≤ 0 keeps pgxpool's default.
 func Open(ctx context.Context, dsn string, maxConns int32) (*pgxpool.Pool, error) {
+	return open(ctx, dsn, maxConns, map[string]string{"application_name": "dataloader"})
+}
+
+// OpenWorkerPool connects the pool the workers' statements run on (claim,
+// finish, heartbeat, reaper). Its sessions always plan for the actual
+// parameters: after five executions PostgreSQL otherwise switches a prepared
+// claim to its generic plan, which on a table growing under it (a bulk load,
+// a fresh install before autoanalyze) walks the whole backlog — measured at
+// 600 ms per claim instead of 5 ms. Planning costs about 0.5 ms per batch.
+func OpenWorkerPool(ctx context.Context, dsn string, maxConns int32) (*pgxpool.Pool, error) {
+	return open(ctx, dsn, maxConns, map[string]string{"application_name": "dataloader-worker", "plan_cache_mode": "force_custom_plan"})
+}
+
+func open(ctx context.Context, dsn string, maxConns int32, params map[string]string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, job.Errorf(job.CodeInvalid, "DL_DB_DSN: %v", err)
@@ -38,7 +52,9 @@ func Open(ctx context.Context, dsn string, maxConns int32) (*pgxpool.Pool, error
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
-	cfg.ConnConfig.RuntimeParams["application_name"] = "dataloader"
+	for k, v := range params {
+		cfg.ConnConfig.RuntimeParams[k] = v
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)

@@ -20,6 +20,9 @@ type execution struct {
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	started time.Time
+	// returned is set (under Manager.mu) when the handler has returned: its
+	// slot is free and its outcome is on its way to the database.
+	returned bool
 
 	mu            sync.Mutex
 	progress      []byte

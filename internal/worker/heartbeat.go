@@ -40,6 +40,11 @@ func (m *Manager) beatOnce(ctx context.Context) {
 	execs := make(map[store.Attempt]*execution, len(m.running))
 	atts := make([]store.Attempt, 0, len(m.running))
 	for _, e := range m.running {
+		if e.returned {
+			// Its outcome is being written; the finish would race the
+			// heartbeat and a "not held" answer would mean nothing.
+			continue
+		}
 		execs[e.attempt()] = e
 		atts = append(atts, e.attempt())
 	}
@@ -68,6 +73,12 @@ func (m *Manager) beatOnce(ctx context.Context) {
 				e.cancel(job.ErrCanceled)
 			}
 			continue
+		}
+		m.mu.Lock()
+		finishing := e.returned || m.running[a.JobID] != e
+		m.mu.Unlock()
+		if finishing {
+			continue // it returned meanwhile and its own outcome was written
 		}
 		m.log.Warn("job no longer held by this worker; stopping its handler", "job_id", a.JobID, "attempt", a.Attempt)
 		e.cancel(job.ErrLeaseLost)
@@ -130,6 +141,9 @@ func (m *Manager) flushProgress(ctx context.Context) {
 	m.mu.Lock()
 	var ups []store.ProgressUpdate
 	for _, e := range m.running {
+		if e.returned {
+			continue // its last progress goes with its outcome
+		}
 		if p, ok := e.takeProgress(); ok {
 			ups = append(ups, store.ProgressUpdate{Attempt: e.attempt(), Progress: p})
 		}

@@ -191,7 +191,9 @@ func (m *Manager) handBack(ctx context.Context) {
 	m.mu.Lock()
 	rest := make([]*execution, 0, len(m.running))
 	for _, e := range m.running {
-		rest = append(rest, e)
+		if !e.returned { // returned ones belong to the completer, which records them
+			rest = append(rest, e)
+		}
 	}
 	m.mu.Unlock()
 	atts := make([]store.Attempt, len(rest))
@@ -228,7 +230,11 @@ func (m *Manager) forget(ctx context.Context, es []*execution, releaseLocks bool
 			continue
 		}
 		delete(m.running, e.claimed.ID)
-		e.queue.active--
+		if e.returned {
+			e.queue.pending--
+		} else {
+			e.queue.active--
+		}
 		keys = append(keys, e.claimed.LockKey)
 		woken[e.queue] = true
 		m.met.Running.WithLabelValues(e.queue.name).Dec()

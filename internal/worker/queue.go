@@ -10,13 +10,26 @@ import (
 	"github.com/dataloader/dataloader/internal/store"
 )
 
-// queueLoop is the claim loop of one queue. active (guarded by Manager.mu)
-// counts its jobs from claim until their outcome is committed.
+// queueLoop is the claim loop of one queue. active counts its handlers
+// running; pending counts handlers that returned and whose outcome is not
+// committed yet (both guarded by Manager.mu). A slot frees when the handler
+// returns, not when its outcome commits, so bookkeeping never holds slots
+// that could work; pending beyond the concurrency stops claiming, so a slow
+// database still pushes back.
 type queueLoop struct {
 	name        string
 	concurrency int
 	wake        chan struct{}
 	active      int
+	pending     int
+}
+
+// free returns how many jobs the loop may claim now. Called with mu held.
+func (q *queueLoop) free() int {
+	if q.pending >= q.concurrency {
+		return 0
+	}
+	return q.concurrency - q.active
 }
 
 // poke wakes the loop without blocking; wake-ups coalesce.
@@ -56,7 +69,7 @@ func (m *Manager) runQueue(ctx context.Context, q *queueLoop) {
 func (m *Manager) claimAvailable(ctx context.Context, q *queueLoop) time.Duration {
 	for ctx.Err() == nil {
 		m.mu.Lock()
-		free := q.concurrency - q.active
+		free := q.free()
 		m.mu.Unlock()
 		if free <= 0 {
 			return m.cfg.PollInterval
@@ -146,6 +159,14 @@ func (m *Manager) execute(e *execution) {
 			e.err = fmt.Errorf("handler panicked: %v", r)
 		}
 		m.met.ProcessSeconds.WithLabelValues(e.queue.name, e.claimed.Task).Observe(time.Since(e.started).Seconds())
+		m.mu.Lock()
+		if m.running[e.claimed.ID] == e {
+			e.returned = true
+			e.queue.active--
+			e.queue.pending++
+		}
+		m.mu.Unlock()
+		e.queue.poke()
 		select {
 		case m.done <- e:
 		case <-m.stop:
