@@ -3,6 +3,8 @@
 // view model and pass it in.
 package views
 
+import "github.com/a-h/templ"
+
 // Page is what the shared layout needs about the request: the title, the
 // active navigation entry, who is signed in, and the CSRF token that forms
 // and htmx requests send back.
@@ -12,6 +14,17 @@ type Page struct {
 	User  User
 	CSRF  string
 	Flash string // one-off notice shown at the top
+	// Live is the URL of the page's server-sent event stream ("" for a
+	// page without live regions).
+	Live string
+}
+
+// mainAttrs connects the page's live regions to its event stream.
+func (p Page) mainAttrs() templ.Attributes {
+	if p.Live == "" {
+		return templ.Attributes{}
+	}
+	return templ.Attributes{"sse-connect": p.Live, "data-live-stream": ""}
 }
 
 // User is the signed-in principal as the views need it.

@@ -4,12 +4,20 @@
 //	web            run the product (default)
 //	web migrate    apply database migrations and exit
 //	web version    print the version
+//	web user add NAME [--role viewer|operator|admin]   add a dashboard user;
+//	               the password comes from DL_ADMIN_PASSWORD, else stdin
+//	web user list
+//	web token add NAME [--role viewer|operator|admin]  create an API token;
+//	               its secret is printed once
+//	web token list
+//	web token revoke ID
 //
 // Configuration comes from the environment (see .env.example).
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -17,6 +25,7 @@ import (
 	"syscall"
 
 	"github.com/dataloader/dataloader/internal/app"
+	"github.com/dataloader/dataloader/internal/auth"
 	"github.com/dataloader/dataloader/internal/config"
 )
 
@@ -33,8 +42,10 @@ func run(args []string) int {
 		fmt.Println(app.Version)
 		return 0
 	}
-	if cmd != "serve" && cmd != "migrate" {
-		fmt.Fprintf(os.Stderr, "unknown command %q; use serve, migrate or version\n", cmd)
+	switch cmd {
+	case "serve", "migrate", "user", "token":
+	default:
+		fmt.Fprintf(os.Stderr, "unknown command %q; use serve, migrate, user, token or version\n", cmd)
 		return 2
 	}
 	cfg, err := config.Load(os.Getenv)
@@ -42,13 +53,28 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "dataloader: invalid configuration:\n%v\n", err)
 		return 2
 	}
+	if cmd == "user" || cmd == "token" {
+		cfg.LogLevel = max(cfg.LogLevel, slog.LevelWarn) // keep the terminal for the answer
+	}
 	log := newLogger(cfg)
 
 	ctx, stop := signalContext(log)
 	defer stop()
-	if cmd == "migrate" {
+	switch cmd {
+	case "migrate":
 		err = app.Migrate(ctx, cfg, log)
-	} else {
+	case "user", "token":
+		err = app.Accounts(ctx, cfg, log, args, auth.CommandIO{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
+		if errors.Is(err, auth.ErrUsage) {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "dataloader %s: %v\n", cmd, err)
+			return 1
+		}
+		return 0
+	default:
 		err = serve(ctx, cfg, log)
 	}
 	if err != nil {

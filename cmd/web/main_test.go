@@ -43,12 +43,15 @@ type process struct {
 	addr   string
 	stderr *bytes.Buffer
 	exited chan error
+	token  string // an operator API token, when the test made one
 }
 
 func start(t *testing.T, env ...string) *process {
 	t.Helper()
 	cmd := exec.Command(binary)
-	cmd.Env = append(os.Environ(), env...)
+	// Local state (the session key) goes to a temporary directory, not the
+	// source tree; env may override it.
+	cmd.Env = append(append(os.Environ(), "DL_DATA_DIR="+t.TempDir()), env...)
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
 	if err := cmd.Start(); err != nil {
@@ -81,7 +84,13 @@ func start(t *testing.T, env ...string) *process {
 
 func (p *process) trigger(t *testing.T, body string) {
 	t.Helper()
-	res, err := http.Post("http://"+p.addr+"/api/v1/jobs/trigger", "application/json", strings.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, "http://"+p.addr+"/api/v1/jobs/trigger", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,6 +120,7 @@ func TestSIGTERMHandsBackUnfinishedJobsAndExitsZero(t *testing.T) {
 	defer pool.Close()
 	p := start(t, "DL_DB_DSN="+dsn, "DL_LISTEN_ADDR=127.0.0.1:0", "DL_SHUTDOWN_GRACE_SEC=1",
 		`WORKERS_JSON=[{"queue":"demo","concurrency":5}]`)
+	p.token = operatorToken(t, dsn)
 	for i := 0; i < 4; i++ {
 		p.trigger(t, fmt.Sprintf(`{"queue":"demo","task":"demo.sleep","lock_key":"long-%d","args":{"chunks":50,"chunk_ms":200}}`, i))
 	}

@@ -3,7 +3,10 @@
 // dashboard and the API apply.
 package auth
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Role orders what a principal may do; each role includes the ones below it.
 type Role int
@@ -48,3 +51,30 @@ func (p Principal) Actor() string {
 	}
 	return p.Kind + ":" + p.Name
 }
+
+// User is a dashboard account.
+type User struct {
+	ID        int64
+	Name      string
+	Role      Role
+	CreatedAt time.Time
+	Disabled  bool
+}
+
+// Principal returns the principal a signed-in u acts as.
+func (u User) Principal() Principal { return Principal{Kind: "user", Name: u.Name, Role: u.Role} }
+
+// Token is an API bearer token. Its secret is shown once at creation and
+// stored only as a SHA-256 hash.
+type Token struct {
+	ID         int64
+	Name       string
+	Role       Role
+	CreatedBy  string
+	CreatedAt  time.Time
+	LastUsedAt *time.Time
+	RevokedAt  *time.Time
+}
+
+// Principal returns the principal a request bearing t acts as.
+func (t Token) Principal() Principal { return Principal{Kind: "token", Name: t.Name, Role: t.Role} }

@@ -148,6 +148,7 @@ func TestTriggerDuringDrainIs503AndHealthTurnsNotReadyFirst(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
 	d := openDB(t, dsn)
+	token := d.operatorToken()
 	r := startReplica(t, dsn, "DL_SHUTDOWN_GRACE_SEC=3")
 	d.enqueue(1, 1, 2500)
 	d.waitFor("the job running", 10*time.Second, func() bool {
@@ -163,11 +164,8 @@ func TestTriggerDuringDrainIs503AndHealthTurnsNotReadyFirst(t *testing.T) {
 	if res.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("/health during drain: got %d, want 503", res.StatusCode)
 	}
-	res, err = http.Post("http://"+r.addr+"/api/v1/jobs/trigger", "application/json",
+	res = post(t, "http://"+r.addr+"/api/v1/jobs/trigger", token, "application/json",
 		strings.NewReader(`{"queue":"chaos","task":"chaos.record","lock_key":"late"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
 	res.Body.Close()
 	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" {
 		t.Errorf("trigger during drain: got %d Retry-After %q, want 503 with Retry-After", res.StatusCode, res.Header.Get("Retry-After"))
@@ -204,10 +202,8 @@ func TestImportInterruptedBySIGTERMAcksExactlyWhatItStoredAndResendIsSafe(t *tes
 		}
 		pw.Close()
 	}()
-	res, err := http.Post("http://"+r.addr+"/api/v1/jobs/import", "application/x-ndjson", pr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	token := d.operatorToken()
+	res := post(t, "http://"+r.addr+"/api/v1/jobs/import", token, "application/x-ndjson", pr)
 	acked := map[string]bool{}
 	var summary struct {
 		Lines          int  `json:"lines"`
@@ -253,10 +249,7 @@ func TestImportInterruptedBySIGTERMAcksExactlyWhatItStoredAndResendIsSafe(t *tes
 
 	// Resend the whole file to another replica: nothing is duplicated.
 	r2 := startReplica(t, dsn, `WORKERS_JSON=[]`)
-	res, err = http.Post("http://"+r2.addr+"/api/v1/jobs/import", "application/x-ndjson", strings.NewReader(file.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	res = post(t, "http://"+r2.addr+"/api/v1/jobs/import", token, "application/x-ndjson", strings.NewReader(file.String()))
 	_, _ = io.Copy(io.Discard, res.Body)
 	res.Body.Close()
 	if n := d.count(`SELECT count(*) FROM dl_jobs`); n != lines {

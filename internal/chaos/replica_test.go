@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -27,9 +28,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/dataloader/dataloader/internal/app"
+	"github.com/dataloader/dataloader/internal/auth"
 	"github.com/dataloader/dataloader/internal/config"
 	"github.com/dataloader/dataloader/internal/job"
 	"github.com/dataloader/dataloader/internal/pgtest"
+	"github.com/dataloader/dataloader/internal/store"
 	"github.com/dataloader/dataloader/internal/worker"
 )
 
@@ -270,6 +273,32 @@ func (d *db) count(sql string, args ...any) int {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// operatorToken creates an API token with the operator role.
+func (d *db) operatorToken() string {
+	d.t.Helper()
+	_, secret, err := store.New(d.pool).CreateToken(context.Background(), "chaos", auth.RoleOperator, "chaos test")
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return secret
+}
+
+// post sends an authenticated POST.
+func post(t *testing.T, url, token, contentType string, body io.Reader) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", contentType)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
 
 // waitFor polls cond until it holds or the timeout passes.

@@ -8,12 +8,15 @@
 package config
 
 import (
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -93,7 +96,36 @@ type Config struct {
 	// WorkerID identifies this process in job leases. Empty means the
 	// caller computes one (from host name and pid).
 	WorkerID string
+	// SessionKeys sign and encrypt session cookies: the first seals new
+	// cookies, all open them (rotation). Each is at least 32 bytes. Empty
+	// means: use the key persisted in SessionKeyFile (created when missing).
+	SessionKeys [][]byte
+	// CookieSecure is "auto" (Secure when the request came over HTTPS),
+	// "true" or "false".
+	CookieSecure string
+	// SessionTTL is how long a sign-in lasts.
+	SessionTTL time.Duration
+	// TrustedProxies are the peers whose X-Forwarded-For and
+	// X-Forwarded-Proto headers are believed.
+	TrustedProxies []netip.Prefix
+	// AdminUser and AdminPassword, when set, create that admin at start or
+	// reset its password and role. AdminPassword alone is the password of
+	// `web user add`. AdminPassword is never logged.
+	AdminUser     string
+	AdminPassword string
 }
+
+// SessionKeyFile is where the generated session key is kept when
+// DL_SESSION_KEYS is not set, so restarts keep sessions valid.
+func (c Config) SessionKeyFile() string {
+	return filepath.Join(c.DataDir, "session.key")
+}
+
+// MinSessionKeyLen is the shortest accepted session key, in bytes.
+const MinSessionKeyLen = 32
+
+// MinAdminPasswordLen is the shortest accepted DL_ADMIN_PASSWORD.
+const MinAdminPasswordLen = 8
 
 // EmbeddedClusterDir returns the data directory of the embedded PostgreSQL
 // cluster, used when DatabaseDSN is empty.
@@ -133,6 +165,12 @@ type rawEnv struct {
 	LogLevel        string `env:"DL_LOG_LEVEL" envDefault:"info"`
 	LogFormat       string `env:"DL_LOG_FORMAT" envDefault:"json"`
 	WorkerID        string `env:"DL_WORKER_ID"`
+	SessionKeys     string `env:"DL_SESSION_KEYS"`
+	CookieSecure    string `env:"DL_COOKIE_SECURE" envDefault:"auto"`
+	SessionTTLSec   string `env:"DL_SESSION_TTL_SEC" envDefault:"43200"`
+	TrustedProxies  string `env:"DL_TRUSTED_PROXIES" envDefault:"127.0.0.0/8,::1/128"`
+	AdminUser       string `env:"DL_ADMIN_USER"`
+	AdminPassword   string `env:"DL_ADMIN_PASSWORD"`
 }
 
 // variables returns the names of all variables Load reads, in declaration
@@ -254,6 +292,36 @@ func Load(getenv func(string) string) (Config, error) {
 		fail("DL_LOG_FORMAT", "must be one of json, text, got %q", raw.LogFormat)
 	}
 
+	keys, kerrs := parseSessionKeys(raw.SessionKeys)
+	for _, msg := range kerrs {
+		fail("DL_SESSION_KEYS", "%s", msg)
+	}
+	cfg.SessionKeys = keys
+	switch v := strings.ToLower(raw.CookieSecure); v {
+	case "auto", "true", "false":
+		cfg.CookieSecure = v
+	default:
+		fail("DL_COOKIE_SECURE", "must be one of auto, true, false, got %q", raw.CookieSecure)
+	}
+	if sec, ok := intRange("DL_SESSION_TTL_SEC", raw.SessionTTLSec, 60, 30*24*3600); ok {
+		cfg.SessionTTL = time.Duration(sec) * time.Second
+	}
+	proxies, perrs := parsePrefixes(raw.TrustedProxies)
+	for _, msg := range perrs {
+		fail("DL_TRUSTED_PROXIES", "%s", msg)
+	}
+	cfg.TrustedProxies = proxies
+	cfg.AdminUser, cfg.AdminPassword = raw.AdminUser, raw.AdminPassword
+	switch {
+	case raw.AdminUser != "" && raw.AdminPassword == "":
+		fail("DL_ADMIN_PASSWORD", "must be set when DL_ADMIN_USER is")
+	case raw.AdminPassword != "" && utf8.RuneCountInString(raw.AdminPassword) < MinAdminPasswordLen:
+		fail("DL_ADMIN_PASSWORD", "must be at least %d characters", MinAdminPasswordLen) // never echo it
+	}
+	if len(raw.AdminUser) > 64 {
+		fail("DL_ADMIN_USER", "must be at most 64 bytes")
+	}
+
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}
@@ -332,4 +400,66 @@ func parseWorkers(s string) ([]WorkerSpec, []string) {
 		}
 	}
 	return specs, msgs
+}
+
+// parseSessionKeys decodes DL_SESSION_KEYS: comma-separated keys, each hex
+// or base64 (standard or URL alphabet, padded or not) of at least
+// MinSessionKeyLen bytes. Messages never quote a key.
+func parseSessionKeys(s string) ([][]byte, []string) {
+	if s == "" {
+		return nil, nil
+	}
+	var keys [][]byte
+	var msgs []string
+	for i, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		k, ok := decodeKey(item)
+		switch {
+		case item == "":
+			msgs = append(msgs, fmt.Sprintf("key %d is empty", i+1))
+		case !ok:
+			msgs = append(msgs, fmt.Sprintf("key %d: must be hex or base64", i+1))
+		case len(k) < MinSessionKeyLen:
+			msgs = append(msgs, fmt.Sprintf("key %d: must be at least %d bytes, got %d (generate one with: openssl rand -hex 32)",
+				i+1, MinSessionKeyLen, len(k)))
+		default:
+			keys = append(keys, k)
+		}
+	}
+	return keys, msgs
+}
+
+func decodeKey(s string) ([]byte, bool) {
+	if k, err := hex.DecodeString(s); err == nil {
+		return k, true
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if k, err := enc.DecodeString(s); err == nil {
+			return k, true
+		}
+	}
+	return nil, false
+}
+
+// parsePrefixes decodes a comma-separated list of IP addresses and CIDR
+// prefixes.
+func parsePrefixes(s string) ([]netip.Prefix, []string) {
+	var out []netip.Prefix
+	var msgs []string
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(item); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		if a, err := netip.ParseAddr(item); err == nil {
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+			continue
+		}
+		msgs = append(msgs, fmt.Sprintf("%q is not an IP address or CIDR prefix", item))
+	}
+	return out, msgs
 }

@@ -2,8 +2,10 @@ package config
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"log/slog"
+	"net/netip"
 	"os"
 	"reflect"
 	"strings"
@@ -36,6 +38,9 @@ func TestLoadAppliesDefaultsWhenNothingIsSet(t *testing.T) {
 		LogLevel:        slog.LevelInfo,
 		LogFormat:       LogFormatJSON,
 		WorkerID:        "",
+		CookieSecure:    "auto",
+		SessionTTL:      12 * time.Hour,
+		TrustedProxies:  []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Load() = %#v,\nwant %#v", got, want)
@@ -83,6 +88,12 @@ func TestLoadAcceptsValidOverrides(t *testing.T) {
 		"DL_LOG_LEVEL":             "WARN",
 		"DL_LOG_FORMAT":            "Text",
 		"DL_WORKER_ID":             "w-1",
+		"DL_SESSION_KEYS":          "abababababababababababababababababababababababababababababababab, +/v7+/v7+/v7+/v7+/v7+/v7+/v7+/v7+/v7+/v7+/v7",
+		"DL_COOKIE_SECURE":         "TRUE",
+		"DL_SESSION_TTL_SEC":       "3600",
+		"DL_TRUSTED_PROXIES":       "10.1.2.3/8, 192.0.2.7",
+		"DL_ADMIN_USER":            "root",
+		"DL_ADMIN_PASSWORD":        "correct horse",
 	}
 	got, err := Load(envOf(env))
 	if err != nil {
@@ -103,6 +114,12 @@ func TestLoadAcceptsValidOverrides(t *testing.T) {
 		LogLevel:        slog.LevelWarn,
 		LogFormat:       LogFormatText,
 		WorkerID:        "w-1",
+		SessionKeys:     [][]byte{bytes.Repeat([]byte{0xab}, 32), bytes.Repeat([]byte{0xfb}, 33)},
+		CookieSecure:    "true",
+		SessionTTL:      time.Hour,
+		TrustedProxies:  []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32")},
+		AdminUser:       "root",
+		AdminPassword:   "correct horse",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Load() = %#v,\nwant %#v", got, want)
@@ -133,6 +150,12 @@ func TestLoadRejectsBadValueNamingTheVariable(t *testing.T) {
 		{"DL_MAX_BODY_BYTES", "1MB", `DL_MAX_BODY_BYTES: must be an integer between 1024 and 1073741824, got "1MB"`},
 		{"DL_LOG_LEVEL", "verbose", `DL_LOG_LEVEL: must be one of debug, info, warn, error, got "verbose"`},
 		{"DL_LOG_FORMAT", "xml", `DL_LOG_FORMAT: must be one of json, text, got "xml"`},
+		{"DL_SESSION_KEYS", "abcd", `DL_SESSION_KEYS: key 1: must be at least 32 bytes, got 2 (generate one with: openssl rand -hex 32)`},
+		{"DL_SESSION_KEYS", strings.Repeat("ab", 32) + ",not a key!", `DL_SESSION_KEYS: key 2: must be hex or base64`},
+		{"DL_SESSION_KEYS", strings.Repeat("ab", 32) + ",,", "DL_SESSION_KEYS: key 2 is empty\nDL_SESSION_KEYS: key 3 is empty"},
+		{"DL_COOKIE_SECURE", "yes", `DL_COOKIE_SECURE: must be one of auto, true, false, got "yes"`},
+		{"DL_SESSION_TTL_SEC", "59", `DL_SESSION_TTL_SEC: must be an integer between 60 and 2592000, got "59"`},
+		{"DL_TRUSTED_PROXIES", "10.0.0.0/8,proxy.local", `DL_TRUSTED_PROXIES: "proxy.local" is not an IP address or CIDR prefix`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {
@@ -302,5 +325,29 @@ func TestEnvExampleDocumentsEveryVariableWithItsDefault(t *testing.T) {
 	}
 	for name := range documented {
 		t.Errorf(".env.example: %s documented, want only variables Load reads", name)
+	}
+}
+
+func TestLoadRequiresAPasswordForTheAdminUser(t *testing.T) {
+	tests := []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"DL_ADMIN_USER": "root"}, "DL_ADMIN_PASSWORD: must be set when DL_ADMIN_USER is"},
+		{map[string]string{"DL_ADMIN_USER": "root", "DL_ADMIN_PASSWORD": "short"}, "DL_ADMIN_PASSWORD: must be at least 8 characters"},
+		{map[string]string{"DL_ADMIN_USER": strings.Repeat("u", 65), "DL_ADMIN_PASSWORD": "long enough"}, "DL_ADMIN_USER: must be at most 64 bytes"},
+	}
+	for _, tt := range tests {
+		_, err := Load(envOf(tt.env))
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("Load(%v) error = %v, want %q", tt.env, err, tt.want)
+		}
+	}
+}
+
+func TestLoadAcceptsTheAdminPasswordAloneForTheUserCommand(t *testing.T) {
+	cfg, err := Load(envOf(map[string]string{"DL_ADMIN_PASSWORD": "long enough"}))
+	if err != nil || cfg.AdminPassword != "long enough" || cfg.AdminUser != "" {
+		t.Errorf("Load() = admin %q / password set %v, error %v; want no user, the password, nil", cfg.AdminUser, cfg.AdminPassword != "", err)
 	}
 }

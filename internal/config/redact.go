@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"regexp"
 	"strings"
 )
@@ -60,6 +61,12 @@ func (c Config) attrs() []slog.Attr {
 		slog.String("log_level", c.LogLevel.String()),
 		slog.String("log_format", c.LogFormat),
 		slog.String("worker_id", c.WorkerID),
+		slog.Int("session_keys", len(c.SessionKeys)), // how many, never the keys
+		slog.String("cookie_secure", c.CookieSecure),
+		slog.Duration("session_ttl", c.SessionTTL),
+		slog.String("trusted_proxies", prefixList(c.TrustedProxies)),
+		slog.String("admin_user", c.AdminUser),
+		slog.Bool("admin_password_set", c.AdminPassword != ""), // never the password
 	}
 }
 
@@ -85,4 +92,12 @@ func (c Config) String() string {
 // GoString implements fmt.GoStringer so that %#v is redacted too.
 func (c Config) GoString() string {
 	return "config.Config{" + c.String() + "}"
+}
+
+func prefixList(ps []netip.Prefix) string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return strings.Join(out, ",")
 }

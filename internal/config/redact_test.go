@@ -68,3 +68,25 @@ func TestConfigNeverPrintsTheDSNPassword(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigNeverPrintsSessionKeysOrTheAdminPassword(t *testing.T) {
+	const keyHex = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	cfg, err := Load(envOf(map[string]string{"DL_SESSION_KEYS": keyHex, "DL_ADMIN_USER": "root",
+		"DL_ADMIN_PASSWORD": "hunter2-hunter2"}))
+	if err != nil {
+		t.Fatalf("Load() error = %v, want nil", err)
+	}
+	var buf bytes.Buffer
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("config", "config", cfg)
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("config", "config", cfg)
+	fmt.Fprintf(&buf, "%v %+v %#v %s", cfg, cfg, cfg, cfg)
+	out := buf.String()
+	for _, secret := range []string{"hunter2", keyHex[:16], "\x00\x11\x22"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("output contains a secret (%q), want it left out:\n%s", secret, out)
+		}
+	}
+	if !strings.Contains(out, "config.session_keys=1") || !strings.Contains(out, "config.admin_user=root") {
+		t.Errorf("output = %s, want the key count and the admin user", out)
+	}
+}

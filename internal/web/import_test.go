@@ -127,7 +127,3 @@ func errField(ack map[string]any) string {
 	f, _ := e["field"].(string)
 	return f
 }
-
-// authorize adds the credentials API requests need (none until sign-in and
-// tokens land).
-func (e *apiEnv) authorize(req *http.Request) {}

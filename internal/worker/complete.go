@@ -66,6 +66,9 @@ func (m *Manager) finish(ctx context.Context, batch []*execution) {
 		case errors.Is(cause, job.ErrLeaseLost):
 			// Reaped or taken over: the fenced write would match nothing.
 			continue
+		case errors.Is(cause, job.ErrShutdown):
+			// Handed back at shutdown: the hand-back recorded it.
+			continue
 		case lockLost:
 			requeue = append(requeue, e.attempt())
 			continue

@@ -199,7 +199,6 @@ func (m *Manager) handBack(ctx context.Context) {
 	atts := make([]store.Attempt, len(rest))
 	keys := make([]string, len(rest))
 	for i, e := range rest {
-		e.cancel(job.ErrShutdown)
 		atts[i], keys[i] = e.attempt(), e.claimed.LockKey
 	}
 	// Locks first: the hand-back wakes other replicas, which must find the
@@ -215,6 +214,11 @@ func (m *Manager) handBack(ctx context.Context) {
 	m.met.HandedBack.Add(float64(len(ids)))
 	m.stats.handedBack.Add(int64(len(ids)))
 	m.forget(ctx, rest, false)
+	// Only now are the handlers told: had they returned before the hand-back
+	// committed, their outcome would have raced it.
+	for _, e := range rest {
+		e.cancel(job.ErrShutdown)
+	}
 	m.log.Info("handed back unfinished jobs", "jobs", len(ids))
 }
 
