@@ -15,6 +15,8 @@
 //	            queue, then -latency-rate jobs/s for -latency-duration.
 //	scale       Store.Claim(10) + FinishMany latency with 10k, 100k and 1M
 //	            queued rows, and the plan of one claim at the largest size.
+//	import      200,000 NDJSON triggers through the real import endpoint.
+//	export      delivery lag of the SSE export stream under 2,000 events/s.
 //
 // Every figure is printed on its own line as "name: value unit" so runs can be
 // compared; context lines start with "# ". Logs go to stderr. The program
@@ -63,7 +65,7 @@ type options struct {
 
 func parseFlags() options {
 	var o options
-	flag.StringVar(&o.scenario, "scenario", "all", "all, or a comma-separated list of workdown, continuous, latency, scale")
+	flag.StringVar(&o.scenario, "scenario", "all", "all, or a comma-separated list of workdown, continuous, latency, scale, import, export")
 	flag.StringVar(&o.dsn, "dsn", "", "use this PostgreSQL server instead of the embedded cluster (the role must be allowed to create databases)")
 	flag.StringVar(&o.dataDir, "data-dir", ".data/bench-pg", "data directory of the embedded cluster")
 	flag.IntVar(&o.jobs, "jobs", 200_000, "workdown: jobs to insert and work down")
@@ -99,6 +101,8 @@ var scenarios = []struct {
 	{"continuous", runContinuous},
 	{"latency", runLatency},
 	{"scale", runScale},
+	{"import", runImport},
+	{"export", runExport},
 }
 
 func main() {
@@ -130,7 +134,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	}
 	delete(want, "all")
 	if len(want) > 0 || len(selected) == 0 {
-		return fmt.Errorf("unknown -scenario %q (want all, workdown, continuous, latency or scale)", o.scenario)
+		return fmt.Errorf("unknown -scenario %q (want all, workdown, continuous, latency, scale, import or export)", o.scenario)
 	}
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)

@@ -227,15 +227,8 @@ func (a *App) pokeJournal(ctx context.Context) error {
 	defer jobs.Close()
 	done := a.listener.Subscribe(notify.ChannelDone, 16)
 	defer done.Close()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-jobs.C:
-		case <-done.C:
-		}
-		a.journal.Poke()
-	}
+	a.journal.WakeOn(ctx, jobs, done)
+	return nil
 }
 
 func boolFloat(b bool) float64 {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/dataloader/dataloader/internal/job"
+	"github.com/dataloader/dataloader/internal/notify"
 	"github.com/dataloader/dataloader/internal/store"
 )
 
@@ -62,6 +63,36 @@ func (t *Tailer) Poke() {
 	select {
 	case t.wake <- struct{}{}:
 	default:
+	}
+}
+
+// WakeOn pokes the tailer whenever one of subs receives a notification
+// (e.g. jobs queued or finished), so events leave within milliseconds rather
+// than at the next poll. It returns when ctx ends.
+func (t *Tailer) WakeOn(ctx context.Context, subs ...*notify.Subscription) {
+	cases := make(chan struct{}, 1)
+	for _, s := range subs {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-s.C:
+					select {
+					case cases <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-cases:
+			t.Poke()
+		}
 	}
 }
 

@@ -74,35 +74,110 @@ func (s *Server) importJobs(c echo.Context) error {
 	lines := make(chan importLine, importChanDepth)
 	go readLines(ctx, req.Body, lines)
 
+	// Parsing the next batch overlaps with inserting the previous one: the
+	// committer goroutine inserts and writes acks, in order.
+	batches := make(chan parsedBatch, 1)
 	var sum importSummary
-	done := false
-	for !done {
+	committed := make(chan error, 1)
+	go func() { committed <- s.commitBatches(ctx, batches, enc, w, &sum) }()
+
+	var endNote string
+	resume := 0
+	for {
 		batch, end, drained := s.nextBatch(ctx, lines)
 		if len(batch) > 0 {
-			if err := s.commitBatch(ctx, batch, enc, &sum); err != nil {
-				sum.ResumeFromLine, sum.Reason = batch[0].n, "not stored: "+err.Error()
-				break
+			select {
+			case batches <- parseBatch(batch):
+			case <-ctx.Done():
 			}
-			w.Flush()
 		}
-		switch {
-		case end != nil && !errors.Is(end, io.EOF):
-			sum.Reason = "reading the request failed: " + end.Error()
-			sum.ResumeFromLine = sum.Lines + 1
-			done = true
-		case end != nil:
-			sum.Complete, done = true, true
-		case drained:
-			sum.Reason = "server shutting down; resend the rest to another replica"
-			sum.ResumeFromLine = sum.Lines + 1
-			done = true
-		case ctx.Err() != nil:
-			return nil // the client left; nothing more to say
+		if end != nil && !errors.Is(end, io.EOF) {
+			endNote, resume = "reading the request failed: "+end.Error(), -1
+		} else if drained {
+			endNote, resume = "server shutting down; resend the rest to another replica", -1
 		}
+		if end != nil || drained || ctx.Err() != nil {
+			break
+		}
+	}
+	close(batches)
+	err := <-committed
+	if ctx.Err() != nil && endNote == "" {
+		return nil // the client left; nothing more to say
+	}
+	switch {
+	case err != nil:
+		sum.Reason = "not stored: " + err.Error()
+		sum.ResumeFromLine = sum.Lines + 1
+	case resume < 0:
+		sum.Reason, sum.ResumeFromLine = endNote, sum.Lines+1
+	default:
+		sum.Complete = true
 	}
 	_ = enc.Encode(map[string]importSummary{"summary": sum})
 	w.Flush()
 	return nil
+}
+
+// parsedBatch is a batch of lines, validated: acks hold the errors of bad
+// lines; params[j] belongs to acks[at[j]].
+type parsedBatch struct {
+	acks   []importAck
+	params []job.TriggerParams
+	at     []int
+}
+
+func parseBatch(batch []importLine) parsedBatch {
+	pb := parsedBatch{acks: make([]importAck, len(batch))}
+	for i, l := range batch {
+		pb.acks[i].Line = l.n
+		p, err := parseTriggerLine(l.data)
+		if err != nil {
+			pb.acks[i].Error = detailOf(err)
+			continue
+		}
+		pb.params = append(pb.params, p)
+		pb.at = append(pb.at, i)
+	}
+	return pb
+}
+
+// commitBatches inserts each batch in one statement and writes one ack per
+// line in input order, only after the commit. After a failed insert it
+// stops: later batches are neither stored nor acknowledged.
+func (s *Server) commitBatches(ctx context.Context, batches <-chan parsedBatch, enc *json.Encoder, w *echo.Response, sum *importSummary) error {
+	var failed error
+	for pb := range batches {
+		if failed != nil {
+			continue // drain, so the reader never blocks
+		}
+		// The insert commits even if the client leaves meanwhile: an
+		// accepted line is never half-done.
+		res, err := s.Store.TriggerBatch(context.WithoutCancel(ctx), pb.params, s.DefaultLeaseTTL)
+		if err != nil {
+			failed = err
+			continue
+		}
+		for j, r := range res {
+			a := &pb.acks[pb.at[j]]
+			id, created := r.JobID, r.Created
+			a.JobID, a.Status, a.Created = &id, r.Status, &created
+		}
+		for _, a := range pb.acks {
+			switch {
+			case a.Error != nil:
+				sum.Failed++
+			case *a.Created:
+				sum.Created++
+			default:
+				sum.Existing++
+			}
+			sum.Lines++
+			_ = enc.Encode(a)
+		}
+		w.Flush()
+	}
+	return failed
 }
 
 // nextBatch collects up to importBatch lines: it waits for the first, then
@@ -159,50 +234,6 @@ func takeBuffered(lines <-chan importLine, batch []importLine) []importLine {
 			return batch
 		}
 	}
-}
-
-// commitBatch validates the lines, inserts the valid ones in one statement
-// and writes one ack per line in input order.
-func (s *Server) commitBatch(ctx context.Context, batch []importLine, enc *json.Encoder, sum *importSummary) error {
-	acks := make([]importAck, len(batch))
-	var params []job.TriggerParams
-	var at []int
-	for i, l := range batch {
-		acks[i].Line = l.n
-		p, err := parseTriggerLine(l.data)
-		if err != nil {
-			acks[i].Error = detailOf(err)
-			continue
-		}
-		params = append(params, p)
-		at = append(at, i)
-	}
-	// The insert commits even if the client leaves meanwhile: an accepted
-	// line is never half-done.
-	res, err := s.Store.TriggerBatch(context.WithoutCancel(ctx), params, s.DefaultLeaseTTL)
-	if err != nil {
-		return err
-	}
-	for j, r := range res {
-		a := &acks[at[j]]
-		id, created := r.JobID, r.Created
-		a.JobID, a.Status, a.Created = &id, r.Status, &created
-	}
-	for _, a := range acks {
-		switch {
-		case a.Error != nil:
-			sum.Failed++
-		case *a.Created:
-			sum.Created++
-		default:
-			sum.Existing++
-		}
-		sum.Lines++
-		if err := enc.Encode(a); err != nil {
-			return nil // the client left; what was inserted stays
-		}
-	}
-	return nil
 }
 
 // parseTriggerLine decodes one NDJSON line strictly, like the trigger body.
