@@ -100,7 +100,7 @@ WITH candidates AS (
   -- and without one the update is a plain primary-key lookup on any plan.
   WHERE j.job_id = ANY (ARRAY(SELECT candidates.job_id FROM candidates))
   RETURNING j.job_id, j.queue, j.task, j.args, j.lock_key, j.attempt, j.max_attempts,
-            j.lease_ttl_sec, j.progress, j.created_at, j.available_at
+            j.lease_ttl_sec, j.progress, j.created_at, j.available_at, j.checkpoint
 ), ev AS (
   INSERT INTO dl_job_events (job_id, queue, kind, payload)
   SELECT claimed.job_id, claimed.queue, 'picked',

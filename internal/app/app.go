@@ -63,6 +63,7 @@ type App struct {
 	web        *web.Server
 	journal    *journal.Tailer
 	ln         net.Listener
+	pipes      pipelineParts // etl.load, http.deliver, alerts, retention, schedules (pipelines.go)
 }
 
 // New prepares a process: database (embedded when cfg has no DSN),
@@ -110,6 +111,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 
 	reg := worker.NewRegistry()
 	pipeline.Register(reg)
+	if err = a.setupPipelines(reg); err != nil {
+		return nil, err
+	}
 	if opts.Tasks != nil {
 		opts.Tasks(reg)
 	}
@@ -117,6 +121,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 	for i, w := range cfg.Workers {
 		queues[i] = worker.QueueConfig{Name: w.Queue, Concurrency: w.Concurrency}
 	}
+	queues = a.withAlertQueue(queues)
 	a.workers = worker.New(worker.Config{WorkerID: cfg.WorkerID, Queues: queues, Heartbeat: cfg.Heartbeat,
 		ClaimBackoff: cfg.ClaimBackoff, PollInterval: cfg.PollInterval, ShutdownGrace: cfg.ShutdownGrace,
 		Version: Version}, a.dsn, workStore, a.listener, reg, log, a.met)
@@ -157,6 +162,7 @@ func (a *App) Run(ctx context.Context) error {
 	g.Go(func() error { return a.pokeJournal(gctx) })
 	reaper := &maintenance.Reaper{Store: store.New(a.workerPool), Period: a.cfg.ReaperPeriod, Name: a.workers.WorkerID(), Log: a.log, Met: a.met}
 	g.Go(func() error { return reaper.Run(gctx) })
+	a.runPipelines(gctx, g)
 	g.Go(func() error {
 		if err := srv.Serve(a.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("http server: %w", err)

@@ -113,6 +113,9 @@ type Config struct {
 	// `web user add`. AdminPassword is never logged.
 	AdminUser     string
 	AdminPassword string
+	// pipeline holds the raw pipeline variables (see PipelineVar); never
+	// logged: DL_ETL_TARGETS_JSON holds passwords.
+	pipeline map[string]string
 }
 
 // SessionKeyFile is where the generated session key is kept when
@@ -171,7 +174,19 @@ type rawEnv struct {
 	TrustedProxies  string `env:"DL_TRUSTED_PROXIES" envDefault:"127.0.0.0/8,::1/128"`
 	AdminUser       string `env:"DL_ADMIN_USER"`
 	AdminPassword   string `env:"DL_ADMIN_PASSWORD"`
+	// The pipelines' variables, validated by pipeline.LoadSettings (their
+	// parsers need packages config must not import).
+	RetentionHours  string `env:"DL_RETENTION_HOURS" envDefault:"168"`
+	AlertWebhookURL string `env:"DL_ALERT_WEBHOOK_URL"`
+	AlertQueue      string `env:"DL_ALERT_QUEUE" envDefault:"alerts"`
+	SchedulesJSON   string `env:"DL_SCHEDULES_JSON"`
+	ETLTargetsJSON  string `env:"DL_ETL_TARGETS_JSON"`
+	ETLFileDir      string `env:"DL_ETL_FILE_DIR"`
 }
+
+// PipelineVar returns the value (default applied) of one of the pipelines'
+// variables, read by Load; pipeline.LoadSettings validates them at start.
+func (c Config) PipelineVar(name string) string { return c.pipeline[name] }
 
 // variables returns the names of all variables Load reads, in declaration
 // order.
@@ -221,6 +236,11 @@ func Load(getenv func(string) string) (Config, error) {
 		DataDir:     raw.DataDir,
 		ListenAddr:  raw.ListenAddr,
 		WorkerID:    raw.WorkerID,
+		pipeline: map[string]string{
+			"DL_RETENTION_HOURS": raw.RetentionHours, "DL_ALERT_WEBHOOK_URL": raw.AlertWebhookURL,
+			"DL_ALERT_QUEUE": raw.AlertQueue, "DL_SCHEDULES_JSON": raw.SchedulesJSON,
+			"DL_ETL_TARGETS_JSON": raw.ETLTargetsJSON, "DL_ETL_FILE_DIR": raw.ETLFileDir,
+		},
 	}
 
 	if msg := checkListenAddr(raw.ListenAddr); msg != "" {

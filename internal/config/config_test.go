@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -41,6 +42,8 @@ func TestLoadAppliesDefaultsWhenNothingIsSet(t *testing.T) {
 		CookieSecure:    "auto",
 		SessionTTL:      12 * time.Hour,
 		TrustedProxies:  []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
+		pipeline: map[string]string{"DL_RETENTION_HOURS": "168", "DL_ALERT_WEBHOOK_URL": "", "DL_ALERT_QUEUE": "alerts",
+			"DL_SCHEDULES_JSON": "", "DL_ETL_TARGETS_JSON": "", "DL_ETL_FILE_DIR": ""},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Load() = %#v,\nwant %#v", got, want)
@@ -120,6 +123,8 @@ func TestLoadAcceptsValidOverrides(t *testing.T) {
 		TrustedProxies:  []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32")},
 		AdminUser:       "root",
 		AdminPassword:   "correct horse",
+		pipeline: map[string]string{"DL_RETENTION_HOURS": "168", "DL_ALERT_WEBHOOK_URL": "", "DL_ALERT_QUEUE": "alerts",
+			"DL_SCHEDULES_JSON": "", "DL_ETL_TARGETS_JSON": "", "DL_ETL_FILE_DIR": ""},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Load() = %#v,\nwant %#v", got, want)
@@ -349,5 +354,21 @@ func TestLoadAcceptsTheAdminPasswordAloneForTheUserCommand(t *testing.T) {
 	cfg, err := Load(envOf(map[string]string{"DL_ADMIN_PASSWORD": "long enough"}))
 	if err != nil || cfg.AdminPassword != "long enough" || cfg.AdminUser != "" {
 		t.Errorf("Load() = admin %q / password set %v, error %v; want no user, the password, nil", cfg.AdminUser, cfg.AdminPassword != "", err)
+	}
+}
+
+func TestPipelineVariablesAreReadWithDefaultsAndNeverLogged(t *testing.T) {
+	cfg, err := Load(envOf(map[string]string{"DL_ETL_TARGETS_JSON": `{"w":"postgres://u:hunter2@h/db"}`, "DL_RETENTION_HOURS": "24"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.PipelineVar("DL_RETENTION_HOURS"); got != "24" {
+		t.Errorf("DL_RETENTION_HOURS: got %q, want 24", got)
+	}
+	if got := cfg.PipelineVar("DL_ALERT_QUEUE"); got != "alerts" {
+		t.Errorf("DL_ALERT_QUEUE: got %q, want the default alerts", got)
+	}
+	if s := fmt.Sprintf("%v %+v %#v", cfg, cfg, cfg); strings.Contains(s, "hunter2") {
+		t.Errorf("a pipeline secret reached the printed config: %s", s)
 	}
 }

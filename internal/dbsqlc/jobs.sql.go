@@ -79,14 +79,14 @@ WITH candidates AS (
   -- and without one the update is a plain primary-key lookup on any plan.
   WHERE j.job_id = ANY (ARRAY(SELECT candidates.job_id FROM candidates))
   RETURNING j.job_id, j.queue, j.task, j.args, j.lock_key, j.attempt, j.max_attempts,
-            j.lease_ttl_sec, j.progress, j.created_at, j.available_at
+            j.lease_ttl_sec, j.progress, j.created_at, j.available_at, j.checkpoint
 ), ev AS (
   INSERT INTO dl_job_events (job_id, queue, kind, payload)
   SELECT claimed.job_id, claimed.queue, 'picked',
          jsonb_build_object('attempt', claimed.attempt, 'worker', $3::text)
   FROM claimed
 )
-SELECT job_id, queue, task, args, lock_key, attempt, max_attempts, lease_ttl_sec, progress, created_at, available_at FROM claimed ORDER BY claimed.created_at, claimed.job_id
+SELECT job_id, queue, task, args, lock_key, attempt, max_attempts, lease_ttl_sec, progress, created_at, available_at, checkpoint FROM claimed ORDER BY claimed.created_at, claimed.job_id
 `
 
 type JobClaimParams struct {
@@ -107,6 +107,7 @@ type JobClaimRow struct {
 	Progress    json.RawMessage
 	CreatedAt   time.Time
 	AvailableAt time.Time
+	Checkpoint  json.RawMessage
 }
 
 // Claims up to @max ready jobs of a queue in (priority, created_at) order. A
@@ -136,6 +137,7 @@ func (q *Queries) JobClaim(ctx context.Context, arg JobClaimParams) ([]JobClaimR
 			&i.Progress,
 			&i.CreatedAt,
 			&i.AvailableAt,
+			&i.Checkpoint,
 		); err != nil {
 			return nil, err
 		}
@@ -290,7 +292,7 @@ func (q *Queries) JobFinishMany(ctx context.Context, arg JobFinishManyParams) ([
 }
 
 const jobGet = `-- name: JobGet :one
-SELECT job_id, queue, task, args, idempotency_key, lock_key, partition_key, priority, available_at, status, attempt, max_attempts, lease_ttl_sec, lease_expires_at, heartbeat_at, cancel_requested, progress, error, producer, consumer_group, created_at, started_at, finished_at, result, worker_id FROM dl_jobs WHERE job_id = $1
+SELECT job_id, queue, task, args, idempotency_key, lock_key, partition_key, priority, available_at, status, attempt, max_attempts, lease_ttl_sec, lease_expires_at, heartbeat_at, cancel_requested, progress, error, producer, consumer_group, created_at, started_at, finished_at, result, worker_id, checkpoint, coalesce_key FROM dl_jobs WHERE job_id = $1
 `
 
 func (q *Queries) JobGet(ctx context.Context, jobID uuid.UUID) (DlJob, error) {
@@ -322,6 +324,8 @@ func (q *Queries) JobGet(ctx context.Context, jobID uuid.UUID) (DlJob, error) {
 		&i.FinishedAt,
 		&i.Result,
 		&i.WorkerID,
+		&i.Checkpoint,
+		&i.CoalesceKey,
 	)
 	return i, err
 }
@@ -576,7 +580,7 @@ func (q *Queries) JobInsertMany(ctx context.Context, arg JobInsertManyParams) ([
 }
 
 const jobList = `-- name: JobList :many
-SELECT job_id, queue, task, args, idempotency_key, lock_key, partition_key, priority, available_at, status, attempt, max_attempts, lease_ttl_sec, lease_expires_at, heartbeat_at, cancel_requested, progress, error, producer, consumer_group, created_at, started_at, finished_at, result, worker_id FROM dl_jobs
+SELECT job_id, queue, task, args, idempotency_key, lock_key, partition_key, priority, available_at, status, attempt, max_attempts, lease_ttl_sec, lease_expires_at, heartbeat_at, cancel_requested, progress, error, producer, consumer_group, created_at, started_at, finished_at, result, worker_id, checkpoint, coalesce_key FROM dl_jobs
 WHERE ($1::text IS NULL OR queue = $1)
   AND ($2::dl_status IS NULL OR status = $2)
   AND ($3::text IS NULL OR task = $3)
@@ -639,6 +643,8 @@ func (q *Queries) JobList(ctx context.Context, arg JobListParams) ([]DlJob, erro
 			&i.FinishedAt,
 			&i.Result,
 			&i.WorkerID,
+			&i.Checkpoint,
+			&i.CoalesceKey,
 		); err != nil {
 			return nil, err
 		}

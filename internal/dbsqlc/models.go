@@ -11,6 +11,18 @@ import (
 	"github.com/google/uuid"
 )
 
+type DlAlert struct {
+	AlertID   int64
+	JobID     uuid.UUID
+	Queue     string
+	Task      string
+	Status    string
+	Attempt   int32
+	Error     *string
+	Producer  *string
+	CreatedAt time.Time
+}
+
 type DlApiToken struct {
 	TokenID    int64
 	Name       string
@@ -48,6 +60,8 @@ type DlJob struct {
 	FinishedAt      *time.Time
 	Result          json.RawMessage
 	WorkerID        *string
+	Checkpoint      json.RawMessage
+	CoalesceKey     *string
 }
 
 type DlJobEvent struct {
@@ -64,6 +78,19 @@ type DlQueue struct {
 	Paused    bool
 	UpdatedAt time.Time
 	UpdatedBy *string
+}
+
+type DlSchedule struct {
+	Name      string
+	Cron      string
+	Queue     string
+	Task      string
+	Args      json.RawMessage
+	LockKey   string
+	LastTick  *time.Time
+	LastJobID *uuid.UUID
+	NextTick  *time.Time
+	UpdatedAt time.Time
 }
 
 type DlUser struct {

@@ -89,6 +89,12 @@ type Claimed struct {
 	Progress    json.RawMessage
 	CreatedAt   time.Time
 	AvailableAt time.Time // when it became ready: the start of its wait
+	// Checkpoint is the resume point an earlier attempt stored with
+	// Run.Checkpoint (nil when none did).
+	Checkpoint json.RawMessage
+	// WorkerID is the process that claimed this attempt; with ID and
+	// Attempt it fences the attempt's writes.
+	WorkerID string
 }
 
 // Progress is what a handler reports about its advance. It is stored as the

@@ -33,6 +33,10 @@ type TriggerParams struct {
 	MaxAttempts    *int
 	LeaseTTLSec    *int
 	Producer       *string
+	// CoalesceKey, when set, makes this job supersede every queued (not
+	// running) job with the same key: they are canceled at insert, with a
+	// "superseded" event naming this job.
+	CoalesceKey *string
 }
 
 // Defaults of a trigger's optional fields (the seed's column defaults).
@@ -64,6 +68,14 @@ func (p *TriggerParams) Validate() error {
 			return Invalid("idempotency_key", "must not be empty when given")
 		}
 		if err := ValidText("idempotency_key", *p.IdempotencyKey, MaxKeyLen); err != nil {
+			return err
+		}
+	}
+	if p.CoalesceKey != nil {
+		if *p.CoalesceKey == "" {
+			return Invalid("coalesce_key", "must not be empty when given")
+		}
+		if err := ValidText("coalesce_key", *p.CoalesceKey, MaxKeyLen); err != nil {
 			return err
 		}
 	}

@@ -32,7 +32,8 @@ func (s *Store) Claim(ctx context.Context, queue, worker string, max int) ([]job
 	for i, r := range rows {
 		out[i] = job.Claimed{ID: r.JobID, Queue: r.Queue, Task: r.Task, Args: r.Args, LockKey: r.LockKey,
 			Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts), LeaseTTLSec: int(r.LeaseTtlSec),
-			Progress: r.Progress, CreatedAt: r.CreatedAt, AvailableAt: r.AvailableAt}
+			Progress: r.Progress, CreatedAt: r.CreatedAt, AvailableAt: r.AvailableAt,
+			Checkpoint: r.Checkpoint, WorkerID: worker}
 	}
 	return out, nil
 }

@@ -25,15 +25,25 @@ type TriggerResult struct {
 // Trigger enqueues a job. A duplicate idempotency_key returns the existing
 // job, also when identical requests race: ON CONFLICT DO NOTHING waits for
 // the first inserter, and the existing row is then read in a new snapshot.
+// A job with a CoalesceKey supersedes the queued jobs of its key (see
+// TriggerTx).
 func (s *Store) Trigger(ctx context.Context, p job.TriggerParams, defaultLeaseTTL int) (TriggerResult, error) {
 	if err := p.Validate(); err != nil {
 		return TriggerResult{}, err
 	}
+	if p.CoalesceKey != nil {
+		return s.triggerCoalesced(ctx, p, defaultLeaseTTL)
+	}
+	return trigger(ctx, s.q, p, defaultLeaseTTL)
+}
+
+// trigger inserts a validated job through q (a pool or a transaction).
+func trigger(ctx context.Context, q *dbsqlc.Queries, p job.TriggerParams, defaultLeaseTTL int) (TriggerResult, error) {
 	args := p.Args
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`)
 	}
-	row, err := s.q.JobInsert(ctx, dbsqlc.JobInsertParams{
+	row, err := q.JobInsert(ctx, dbsqlc.JobInsertParams{
 		JobID:          uuid.Must(uuid.NewV7()),
 		Queue:          p.Queue,
 		Task:           p.Task,
@@ -58,7 +68,7 @@ func (s *Store) Trigger(ctx context.Context, p job.TriggerParams, defaultLeaseTT
 		}
 		return TriggerResult{}, fmt.Errorf("insert job: %w", err)
 	}
-	existing, err := s.q.JobGetByIdempotencyKey(ctx, p.IdempotencyKey)
+	existing, err := q.JobGetByIdempotencyKey(ctx, p.IdempotencyKey)
 	if err != nil {
 		return TriggerResult{}, fmt.Errorf("read job by idempotency key: %w", mapErr(err))
 	}
@@ -103,12 +113,21 @@ func (s *Store) TriggerMany(ctx context.Context, jobs []NewJob, leaseTTL int) ([
 // answers each, in order: created, or the existing job of its idempotency
 // key (also when an identical key was inserted concurrently, or twice within
 // the batch).
+// Jobs with a CoalesceKey are inserted one by one in one transaction.
 func (s *Store) TriggerBatch(ctx context.Context, ps []job.TriggerParams, defaultLeaseTTL int) ([]TriggerResult, error) {
+	if hasCoalesceKey(ps) {
+		return s.triggerBatchCoalesced(ctx, ps, defaultLeaseTTL)
+	}
+	return triggerBatch(ctx, s.q, ps, defaultLeaseTTL)
+}
+
+// triggerBatch inserts validated jobs through q (a pool or a transaction).
+func triggerBatch(ctx context.Context, q *dbsqlc.Queries, ps []job.TriggerParams, defaultLeaseTTL int) ([]TriggerResult, error) {
 	if len(ps) == 0 {
 		return nil, nil
 	}
 	p := insertParams(ps, defaultLeaseTTL)
-	created, err := s.q.JobInsertMany(ctx, p)
+	created, err := q.JobInsertMany(ctx, p)
 	if err != nil {
 		if job.ErrorCode(mapErr(err)) == job.CodeInvalid {
 			return nil, job.Invalid("args", "cannot be stored: %s", mapErr(err))
@@ -132,7 +151,7 @@ func (s *Store) TriggerBatch(ctx context.Context, ps []job.TriggerParams, defaul
 	if len(missing) == 0 {
 		return out, nil
 	}
-	rows, err := s.q.JobGetManyByIdempotencyKey(ctx, missing)
+	rows, err := q.JobGetManyByIdempotencyKey(ctx, missing)
 	if err != nil {
 		return nil, fmt.Errorf("read existing jobs by idempotency key: %w", mapErr(err))
 	}

@@ -30,13 +30,14 @@ type triggerRequest struct {
 	MaxAttempts    *int            `json:"max_attempts"`
 	LeaseTTLSec    *int            `json:"lease_ttl_sec"`
 	Producer       *string         `json:"producer"`
+	CoalesceKey    *string         `json:"coalesce_key"`
 }
 
 // params turns the request into trigger parameters (not yet validated).
 func (req triggerRequest) params() (job.TriggerParams, error) {
 	p := job.TriggerParams{Queue: req.Queue, Task: req.Task, Args: req.Args, IdempotencyKey: req.IdempotencyKey,
 		LockKey: req.LockKey, PartitionKey: req.PartitionKey, Priority: req.Priority, MaxAttempts: req.MaxAttempts,
-		LeaseTTLSec: req.LeaseTTLSec, Producer: req.Producer}
+		LeaseTTLSec: req.LeaseTTLSec, Producer: req.Producer, CoalesceKey: req.CoalesceKey}
 	if req.AvailableAt != nil {
 		t, err := time.Parse(time.RFC3339Nano, *req.AvailableAt)
 		if err != nil {

@@ -129,6 +129,9 @@ func (m *Manager) outcome(e *execution, cause error) store.Finish {
 			policy = job.DefaultRetry
 		}
 		f.Outcome, f.Error, f.Backoff = store.OutcomeRetry, err.Error(), policy.Backoff(e.claimed.Attempt)
+		if d, ok := job.RetryDelay(err); ok { // the handler knows this failure's delay (e.g. Retry-After)
+			f.Backoff = d
+		}
 	}
 	return f
 }

@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 // job.Run for the handler.
 type execution struct {
 	claimed job.Claimed
+	mgr     *Manager // for the writes a handler makes during its run
 	queue   *queueLoop
 	task    Task
 	known   bool // a handler is registered for the task
@@ -72,4 +75,42 @@ func (e *execution) takeProgress() ([]byte, bool) {
 	}
 	e.progressDirty = false
 	return e.progress, true
+}
+
+// Checkpoint implements job.Run: one fenced statement, at once, so the
+// resume point is durable when Checkpoint returns.
+func (e *execution) Checkpoint(ctx context.Context, v any) error {
+	b, err := marshalJSON(v)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return e.mgr.store.SaveCheckpoint(ctx, e.fence(), b)
+}
+
+// Event implements job.Run: one fenced insert into the job's journal.
+func (e *execution) Event(ctx context.Context, kind string, v any) error {
+	b, err := marshalJSON(v)
+	if err != nil {
+		return fmt.Errorf("event %s: %w", kind, err)
+	}
+	_, err = e.mgr.store.AppendEvent(ctx, e.fence(), kind, b)
+	return err
+}
+
+func (e *execution) fence() store.Fence {
+	return store.Fence{Attempt: e.attempt(), WorkerID: e.mgr.cfg.WorkerID}
+}
+
+// marshalJSON encodes v, passing JSON that is already encoded through.
+func marshalJSON(v any) (json.RawMessage, error) {
+	switch x := v.(type) {
+	case json.RawMessage:
+		if !json.Valid(x) {
+			return nil, errors.New("invalid JSON")
+		}
+		return x, nil
+	case nil:
+		return json.RawMessage("null"), nil
+	}
+	return json.Marshal(v)
 }

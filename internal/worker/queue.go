@@ -140,7 +140,7 @@ func (m *Manager) dispatch(ctx context.Context, q *queueLoop, claimed []job.Clai
 func (m *Manager) start(q *queueLoop, c job.Claimed) {
 	task, known := m.registry.Lookup(c.Task)
 	ctx, cancel := context.WithCancelCause(context.Background())
-	e := &execution{claimed: c, queue: q, task: task, known: known, ctx: ctx, cancel: cancel, started: time.Now()}
+	e := &execution{claimed: c, mgr: m, queue: q, task: task, known: known, ctx: ctx, cancel: cancel, started: time.Now()}
 	m.mu.Lock()
 	m.running[c.ID] = e
 	q.active++
