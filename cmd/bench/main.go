@@ -103,6 +103,7 @@ var scenarios = []struct {
 	{"scale", runScale},
 	{"import", runImport},
 	{"export", runExport},
+	{"dashboard", runDashboard},
 	{"etl", runETL},
 }
 
