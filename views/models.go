@@ -16,6 +16,16 @@ type StatusCount struct {
 type QueuesView struct {
 	Now    time.Time
 	Queues []QueueRow
+	// Schedules are the periodic jobs (DL_SCHEDULES_JSON); filled for the
+	// full page only, not for its live updates.
+	Schedules []ScheduleRow
+}
+
+// ScheduleRow is one periodic job and its ticks.
+type ScheduleRow struct {
+	Name, Cron, Queue, Task string
+	LastTick, NextTick      *time.Time
+	LastJobID               string
 }
 
 // QueueRow is one queue of the overview.
@@ -224,17 +234,19 @@ type WorkersView struct {
 
 // WorkerView is one worker process.
 type WorkerView struct {
-	ID        string
-	Host      string
-	PID       int
-	Version   string
-	Queues    []WorkerQueue
-	Slots     int
-	Running   int
-	Draining  bool
-	StartedAt time.Time
-	SeenAt    time.Time
-	Stale     bool // not seen for longer than a few heartbeats
+	ID       string
+	Host     string
+	PID      int
+	Version  string
+	Queues   []WorkerQueue
+	Slots    int
+	Running  int
+	Draining bool
+	// DrainUntil is when a draining process hands back what still runs.
+	DrainUntil *time.Time
+	StartedAt  time.Time
+	SeenAt     time.Time
+	Stale      bool // not seen for longer than a few heartbeats
 }
 
 // WorkerQueue is a queue a worker serves with its concurrency.

@@ -183,6 +183,17 @@ func (d *dashboard) queuesPage(c echo.Context) error {
 		return render(c, http.StatusOK, views.QueuesTable(v, p.User.CanOperate, p.CSRF))
 	}
 	p.Live = liveURL(since, topicQueues)
+	scheds, err := d.s.Store.ListSchedules(c.Request().Context())
+	if err != nil {
+		return d.fail(c, err)
+	}
+	for _, sc := range scheds {
+		row := views.ScheduleRow{Name: sc.Name, Cron: sc.Cron, Queue: sc.Queue, Task: sc.Task, LastTick: sc.LastTick, NextTick: sc.NextTick}
+		if sc.LastJobID != nil {
+			row.LastJobID = sc.LastJobID.String()
+		}
+		v.Schedules = append(v.Schedules, row)
+	}
 	return render(c, http.StatusOK, views.QueuesPage(p, v))
 }
 
@@ -239,7 +250,7 @@ func (d *dashboard) workersView(ctx context.Context, now time.Time) (views.Worke
 	v := views.WorkersView{Now: now}
 	for _, w := range snap.Workers {
 		wv := views.WorkerView{ID: w.WorkerID, Host: w.Host, PID: w.PID, Version: w.Version, Queues: workerQueues(w),
-			Running: w.Running, Draining: w.Draining, StartedAt: w.StartedAt, SeenAt: w.HeartbeatAt,
+			Running: w.Running, Draining: w.Draining, DrainUntil: w.DrainUntil, StartedAt: w.StartedAt, SeenAt: w.HeartbeatAt,
 			Stale: now.Sub(w.HeartbeatAt) > workerStaleAfter}
 		for _, q := range wv.Queues {
 			wv.Slots += q.Concurrency

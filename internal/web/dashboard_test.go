@@ -325,3 +325,30 @@ func TestLiveStreamRefusesUnknownTopics(t *testing.T) {
 		}
 	}
 }
+
+func TestWorkersPageShowsADrainingProcessWithItsCountdown(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t)
+	e.exec(`INSERT INTO dl_workers (worker_id, host, pid, queues, running, draining, drain_deadline)
+		VALUES ('w-drain', 'h1', 42, '[{"queue":"q","concurrency":2}]', 1, true, now() + interval '15 seconds')`)
+	r := signedIn(t, e, "vera", auth.RoleViewer).get("/workers")
+	body := string(r.body)
+	if r.status != http.StatusOK || !strings.Contains(body, `data-testid="worker-draining"`) ||
+		!strings.Contains(body, `data-testid="worker-drain-deadline"`) || !strings.Contains(body, "data-countdown") {
+		t.Errorf("GET /workers: got %d, want the draining badge and a countdown to its hand-back:\n%s", r.status, body)
+	}
+}
+
+func TestQueuesPageListsSchedulesWithTheirTicks(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t)
+	id := e.job("nightly-q")
+	e.exec(`INSERT INTO dl_schedules (name, cron, queue, task, lock_key, last_tick, last_job_id, next_tick)
+		VALUES ('nightly', '0 3 * * *', 'nightly-q', 'etl.load', 'nightly', now() - interval '1 hour', $1, now() + interval '23 hours')`, id)
+	r := signedIn(t, e, "vera", auth.RoleViewer).get("/queues")
+	body := string(r.body)
+	if r.status != http.StatusOK || !strings.Contains(body, `data-testid="schedule-row"`) || !strings.Contains(body, "0 3 * * *") ||
+		!strings.Contains(body, "/jobs/"+id) {
+		t.Errorf("GET /queues: got %d, want the schedule with its cron and a link to its last job", r.status)
+	}
+}
