@@ -57,8 +57,16 @@ func trigger(ctx context.Context, q *dbsqlc.Queries, p job.TriggerParams, defaul
 		LeaseTtlSec:    int32(deref(p.LeaseTTLSec, defaultLeaseTTL)),
 		Producer:       p.Producer,
 	})
+	return insertOutcome(ctx, q, p, row.JobID, row.Status, err)
+}
+
+// insertOutcome turns the result of a one-job insert (which returns no row
+// when the idempotency key exists) into the trigger's answer: created, or
+// the existing job, read in a new snapshot so a concurrent identical insert
+// that committed meanwhile is seen.
+func insertOutcome(ctx context.Context, q *dbsqlc.Queries, p job.TriggerParams, id uuid.UUID, status string, err error) (TriggerResult, error) {
 	if err == nil {
-		return TriggerResult{JobID: row.JobID, Status: job.Status(row.Status), Created: true}, nil
+		return TriggerResult{JobID: id, Status: job.Status(status), Created: true}, nil
 	}
 	if err = mapErr(err); !errors.Is(err, job.ErrNotFound) || p.IdempotencyKey == nil {
 		if job.ErrorCode(err) == job.CodeInvalid {

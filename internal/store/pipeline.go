@@ -165,20 +165,7 @@ func triggerCoalescedOn(ctx context.Context, q *dbsqlc.Queries, p job.TriggerPar
 		LeaseTtlSec: int32(deref(p.LeaseTTLSec, defaultLeaseTTL)), Producer: p.Producer,
 		CoalesceKey: *p.CoalesceKey,
 	})
-	if err == nil {
-		return TriggerResult{JobID: row.JobID, Status: job.Status(row.Status), Created: true}, nil
-	}
-	if err = mapErr(err); !errors.Is(err, job.ErrNotFound) || p.IdempotencyKey == nil {
-		if job.ErrorCode(err) == job.CodeInvalid {
-			return TriggerResult{}, job.Invalid("args", "cannot be stored: %s", err)
-		}
-		return TriggerResult{}, fmt.Errorf("insert coalesced job: %w", err)
-	}
-	existing, err := q.JobGetByIdempotencyKey(ctx, p.IdempotencyKey)
-	if err != nil {
-		return TriggerResult{}, fmt.Errorf("read job by idempotency key: %w", mapErr(err))
-	}
-	return TriggerResult{JobID: existing.JobID, Status: job.Status(existing.Status)}, nil
+	return insertOutcome(ctx, q, p, row.JobID, row.Status, err)
 }
 
 // inTx runs fn in a transaction on the pool: committed when fn returns nil,
