@@ -294,18 +294,6 @@ WITH upd AS (
 )
 SELECT upd.job_id, upd.status FROM upd;
 
--- name: JobList :many
--- Lists jobs newest first (job ids are UUIDv7, ordered by creation) with
--- optional filters; @before is the keyset cursor (the last job_id seen).
-SELECT * FROM dl_jobs
-WHERE (sqlc.narg(queue)::text IS NULL OR queue = sqlc.narg(queue))
-  AND (sqlc.narg(status)::dl_status IS NULL OR status = sqlc.narg(status))
-  AND (sqlc.narg(task)::text IS NULL OR task = sqlc.narg(task))
-  AND (sqlc.narg(lock_key)::text IS NULL OR lock_key = sqlc.narg(lock_key))
-  AND (sqlc.narg(before)::uuid IS NULL OR job_id < sqlc.narg(before))
-ORDER BY job_id DESC
-LIMIT @max;
-
 -- name: JobNextAvailable :one
 -- When the next queued job of a queue becomes ready (no row when none is
 -- queued); an index probe of the seed's ix_dl_jobs_claim.

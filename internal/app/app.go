@@ -75,13 +75,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 			a.close(context.WithoutCancel(ctx))
 		}
 	}()
-	if a.dsn == "" {
-		a.cluster, err = pgcluster.Start(ctx, pgcluster.Options{DataDir: cfg.EmbeddedClusterDir(), Logger: log, Database: "dataloader"})
-		if err != nil {
-			return nil, fmt.Errorf("start embedded database (set DL_DB_DSN to use your own): %w", err)
-		}
-		a.dsn = a.cluster.DSN("dataloader")
-		log.Info("embedded database ready", "data_dir", cfg.EmbeddedClusterDir())
+	if a.dsn, a.cluster, err = database(ctx, cfg, log); err != nil {
+		return nil, err
 	}
 	if err = store.Migrate(ctx, a.dsn, log); err != nil {
 		return nil, err
@@ -204,25 +199,17 @@ func (a *App) close(ctx context.Context) {
 	if a.store != nil {
 		a.store.Pool().Close()
 	}
-	if a.cluster != nil {
-		if err := a.cluster.Stop(ctx); err != nil {
-			a.log.Warn("stopping embedded database", "error", err)
-		}
-	}
+	stopCluster(ctx, a.cluster, a.log)
 }
 
 // Migrate applies migrations to the configured database (starting the
 // embedded one when no DSN is set) and returns.
 func Migrate(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	dsn := cfg.DatabaseDSN
-	if dsn == "" {
-		cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: cfg.EmbeddedClusterDir(), Logger: log, Database: "dataloader"})
-		if err != nil {
-			return fmt.Errorf("start embedded database: %w", err)
-		}
-		defer cluster.Stop(context.WithoutCancel(ctx))
-		dsn = cluster.DSN("dataloader")
+	dsn, cluster, err := database(ctx, cfg, log)
+	if err != nil {
+		return err
 	}
+	defer stopCluster(ctx, cluster, log)
 	return store.Migrate(ctx, dsn, log)
 }
 
@@ -275,15 +262,11 @@ func (a *App) authConfig(ctx context.Context, opts Options) (web.AuthConfig, err
 // or "token") against the configured database, starting the embedded one
 // when no DSN is set (or sharing it with a running server).
 func Accounts(ctx context.Context, cfg config.Config, log *slog.Logger, args []string, cio auth.CommandIO) error {
-	dsn := cfg.DatabaseDSN
-	if dsn == "" {
-		cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: cfg.EmbeddedClusterDir(), Logger: log, Database: "dataloader"})
-		if err != nil {
-			return fmt.Errorf("start embedded database: %w", err)
-		}
-		defer cluster.Stop(context.WithoutCancel(ctx))
-		dsn = cluster.DSN("dataloader")
+	dsn, cluster, err := database(ctx, cfg, log)
+	if err != nil {
+		return err
 	}
+	defer stopCluster(ctx, cluster, log)
 	if err := store.Migrate(ctx, dsn, log); err != nil {
 		return err
 	}
@@ -294,4 +277,28 @@ func Accounts(ctx context.Context, cfg config.Config, log *slog.Logger, args []s
 	defer pool.Close()
 	cio.Password = cfg.AdminPassword
 	return auth.Command(ctx, store.New(pool), args, cio)
+}
+
+// database returns the configured DSN, or starts the embedded cluster (or
+// joins one already running in the data directory) when none is set.
+func database(ctx context.Context, cfg config.Config, log *slog.Logger) (string, *pgcluster.Cluster, error) {
+	if cfg.DatabaseDSN != "" {
+		return cfg.DatabaseDSN, nil, nil
+	}
+	cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: cfg.EmbeddedClusterDir(), Logger: log, Database: "dataloader"})
+	if err != nil {
+		return "", nil, fmt.Errorf("start embedded database (set DL_DB_DSN to use your own): %w", err)
+	}
+	log.Info("embedded database ready", "data_dir", cfg.EmbeddedClusterDir())
+	return cluster.DSN("dataloader"), cluster, nil
+}
+
+// stopCluster stops the embedded cluster, if this process started one.
+func stopCluster(ctx context.Context, c *pgcluster.Cluster, log *slog.Logger) {
+	if c == nil {
+		return
+	}
+	if err := c.Stop(context.WithoutCancel(ctx)); err != nil {
+		log.Warn("stopping embedded database", "error", err)
+	}
 }

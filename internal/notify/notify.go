@@ -69,9 +69,6 @@ type Listener struct {
 	mu    sync.Mutex
 	subs  map[*Subscription]struct{}
 	state State
-
-	// OnReconnect, when set, is called after every successful reconnection.
-	OnReconnect func()
 }
 
 // New returns a listener for the given channels; Run connects it.
@@ -108,9 +105,6 @@ func (l *Listener) Run(ctx context.Context) error {
 				l.mu.Lock()
 				l.state.Reconnects++
 				l.mu.Unlock()
-				if l.OnReconnect != nil {
-					l.OnReconnect()
-				}
 				l.log.Info("listener reconnected")
 			}
 			first = false

@@ -102,8 +102,7 @@ func (s *Store) SaveProgress(ctx context.Context, worker string, ups []ProgressU
 		return nil
 	}
 	p := dbsqlc.JobProgressManyParams{WorkerID: worker}
-	ups = slices.Clone(ups)
-	slices.SortFunc(ups, func(a, b ProgressUpdate) int { return bytes.Compare(a.JobID[:], b.JobID[:]) })
+	ups = byJobID(ups, func(u ProgressUpdate) uuid.UUID { return u.JobID })
 	for _, u := range ups {
 		p.JobIds = append(p.JobIds, u.JobID)
 		p.Attempts = append(p.Attempts, int32(u.Attempt.Attempt))
@@ -151,8 +150,7 @@ func (s *Store) FinishMany(ctx context.Context, worker string, fs []Finish) ([]F
 		return nil, nil
 	}
 	p := dbsqlc.JobFinishManyParams{WorkerID: worker}
-	fs = slices.Clone(fs)
-	slices.SortFunc(fs, func(a, b Finish) int { return bytes.Compare(a.JobID[:], b.JobID[:]) })
+	fs = byJobID(fs, func(f Finish) uuid.UUID { return f.JobID })
 	for _, f := range fs {
 		p.JobIds = append(p.JobIds, f.JobID)
 		p.Attempts = append(p.Attempts, int32(f.Attempt.Attempt))
@@ -210,12 +208,19 @@ func (s *Store) NextAvailable(ctx context.Context, queue string) (time.Time, boo
 // splitAttempts returns the attempts' ids and numbers, sorted by id so that
 // many-row writes lock rows in one order.
 func splitAttempts(as []Attempt) ([]uuid.UUID, []int32) {
-	as = slices.Clone(as)
-	slices.SortFunc(as, func(a, b Attempt) int { return bytes.Compare(a.JobID[:], b.JobID[:]) })
+	as = byJobID(as, func(a Attempt) uuid.UUID { return a.JobID })
 	ids := make([]uuid.UUID, len(as))
 	atts := make([]int32, len(as))
 	for i, a := range as {
 		ids[i], atts[i] = a.JobID, int32(a.Attempt)
 	}
 	return ids, atts
+}
+
+// byJobID returns a copy of xs sorted by job id: many-row writes take their
+// rows in one order so that they cannot deadlock each other.
+func byJobID[T any](xs []T, id func(T) uuid.UUID) []T {
+	xs = slices.Clone(xs)
+	slices.SortFunc(xs, func(a, b T) int { ia, ib := id(a), id(b); return bytes.Compare(ia[:], ib[:]) })
+	return xs
 }

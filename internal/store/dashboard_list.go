@@ -13,10 +13,10 @@ import (
 	"github.com/dataloader/dataloader/internal/job"
 )
 
-// The dashboard's jobs list. Its SQL is assembled here, and only here, from
+// The jobs list of the dashboard and the API. Its SQL is assembled here, and only here, from
 // the fixed fragments below; values are always bound parameters. Each filter
 // combination thus becomes its own statement with only the predicates it
-// needs, instead of JobList's catch-all "(x IS NULL OR col = x)" form, whose
+// needs, instead of a catch-all "(x IS NULL OR col = x)" form, whose
 // generic plan cannot pick the index that serves the filter. Statements run
 // in QueryExecModeExec (unnamed statement, planned at bind time with the
 // actual values), so "status = failed" and "status = succeeded" each get the

@@ -258,37 +258,6 @@ func (s *Store) Retry(ctx context.Context, id uuid.UUID, extraAttempts int, by s
 	return s.Get(ctx, id)
 }
 
-// ListFilter selects jobs for List. Empty fields do not filter.
-type ListFilter struct {
-	Queue, Task, LockKey string
-	Status               job.Status
-	Before               uuid.UUID // keyset cursor: jobs older than this id
-	Limit                int
-}
-
-// List returns jobs newest first. The next page starts before the last id.
-func (s *Store) List(ctx context.Context, f ListFilter) ([]job.Job, error) {
-	for field, v := range map[string]string{"queue": f.Queue, "task": f.Task, "lock_key": f.LockKey} {
-		if err := job.ValidText(field, v, job.MaxKeyLen); err != nil {
-			return nil, err
-		}
-	}
-	p := dbsqlc.JobListParams{Max: int32(f.Limit), Queue: optional(f.Queue), Task: optional(f.Task),
-		LockKey: optional(f.LockKey), Status: optional(string(f.Status))}
-	if f.Before != uuid.Nil {
-		p.Before = &f.Before
-	}
-	rows, err := s.q.JobList(ctx, p)
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", mapErr(err))
-	}
-	out := make([]job.Job, len(rows))
-	for i, r := range rows {
-		out[i] = jobFromRow(r)
-	}
-	return out, nil
-}
-
 // Events returns a job's journal after event id `after`, oldest first.
 func (s *Store) Events(ctx context.Context, id uuid.UUID, after int64, limit int) ([]job.Event, error) {
 	rows, err := s.q.EventListByJob(ctx, dbsqlc.EventListByJobParams{JobID: id, After: after, Max: int32(limit)})

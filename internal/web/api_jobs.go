@@ -162,7 +162,7 @@ type listResponse struct {
 }
 
 func (s *Server) listJobs(c echo.Context) error {
-	f := store.ListFilter{Queue: c.QueryParam("queue"), Task: c.QueryParam("task"), LockKey: c.QueryParam("lock_key"),
+	f := store.JobFilter{Queue: c.QueryParam("queue"), Task: c.QueryParam("task"), LockKey: c.QueryParam("lock_key"),
 		Status: job.Status(c.QueryParam("status"))}
 	if f.Status != "" && !f.Status.Valid() {
 		return job.Invalid("status", "must be one of %s", joinStatuses())
@@ -177,13 +177,16 @@ func (s *Server) listJobs(c echo.Context) error {
 			return job.Invalid("cursor", "must be the next_cursor of a previous page")
 		}
 	}
-	jobs, err := s.Store.List(c.Request().Context(), f)
+	page, err := s.Store.ListJobs(c.Request().Context(), f)
 	if err != nil {
 		return err
 	}
-	res := listResponse{Jobs: jobs}
-	if len(jobs) == limit {
-		res.NextCursor = jobs[len(jobs)-1].ID.String()
+	res := listResponse{Jobs: page.Jobs}
+	if res.Jobs == nil {
+		res.Jobs = []job.Job{} // an empty page is an empty array, not null
+	}
+	if page.Next != uuid.Nil {
+		res.NextCursor = page.Next.String()
 	}
 	return c.JSON(http.StatusOK, res)
 }
